@@ -1,0 +1,73 @@
+# aitestbed: the ALCF AI Testbed as code. `make cluster-up` and `make test` do
+# every set-up step themselves on a fresh Debian machine (as root).
+SHELL := /bin/bash
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PROFILE ?= alcf
+SYSTEMS ?=
+NAME ?= $(or $(AITESTBED_CLUSTER),aitestbed)
+AITESTBED := $(BIN)/aitestbed --name $(NAME)
+
+.PHONY: help venv engine images cluster-up cluster-down cluster-destroy status test \
+        test-unit test-cluster lint bench lock clean
+
+help:
+	@echo "make cluster-up [PROFILE=alcf|mini] [SYSTEMS=graphcore,sambanova] [NAME=aitestbed]"
+	@echo "make test        unit tests, then cluster tests on a cluster of their own"
+	@echo "make cluster-down | cluster-destroy | status | lint | bench"
+
+$(BIN)/.installed: requirements.txt pyproject.toml
+	@bash scripts/ensure-host-tools.sh $(PYTHON)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+venv: $(BIN)/.installed
+
+engine:
+	@bash scripts/ensure-engine.sh
+
+images: venv engine
+	$(BIN)/aitestbed build --profile $(PROFILE)
+
+cluster-up: venv engine
+	$(AITESTBED) up --profile $(PROFILE) $(if $(SYSTEMS),--systems $(SYSTEMS))
+	@$(AITESTBED) ssh-config -o $(HOME)/.ssh/aitestbed-$(NAME).conf 2>/dev/null \
+	  || { mkdir -p -m 700 $(HOME)/.ssh && $(AITESTBED) ssh-config -o $(HOME)/.ssh/aitestbed-$(NAME).conf; }
+	@echo "log in: ssh -F $(HOME)/.ssh/aitestbed-$(NAME).conf gc-login-01   (or cer-login-01, sambanova)"
+
+cluster-down: venv
+	$(AITESTBED) down
+
+cluster-destroy: venv
+	$(AITESTBED) destroy
+
+status: venv
+	$(AITESTBED) status
+
+test: venv engine
+	$(BIN)/pytest tests
+
+test-unit: venv
+	$(BIN)/pytest tests/unit
+
+test-cluster: venv engine
+	$(BIN)/pytest tests/cluster
+
+lint: venv
+	$(BIN)/ruff check emulator tests
+	$(BIN)/ansible-lint --offline playbooks roles
+
+bench: venv engine
+	$(BIN)/python tests/bench/bench_platform.py
+
+lock:
+	rm -rf build/lockvenv && $(PYTHON) -m venv build/lockvenv
+	build/lockvenv/bin/pip install -q -r requirements.in
+	{ echo "# Frozen from requirements.in (all host tooling, pinned). Regenerate with \`make lock\`."; \
+	  build/lockvenv/bin/pip freeze --all | grep -v '^pip=='; } > requirements.txt
+
+clean:
+	rm -rf $(VENV) build

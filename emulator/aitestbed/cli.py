@@ -1,0 +1,215 @@
+"""The `aitestbed` command: bring an emulated ALCF AI Testbed up and use it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+
+import click
+
+from . import lifecycle
+from .errors import AitestbedError
+from .inventory import load as load_inventory
+from .inventory import parse_systems
+from .naming import check_cluster_name, container_name
+from .state import ClusterState, practice_user_name
+
+DEFAULT_CLUSTER = "aitestbed"
+
+
+def _state(ctx: click.Context) -> ClusterState:
+    return ClusterState(ctx.obj["name"])
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--name", "-n", envvar="AITESTBED_CLUSTER", default=DEFAULT_CLUSTER,
+              show_default=True, show_envvar=True,
+              help="Cluster name; prefixes every container, network and volume.")
+@click.pass_context
+def cli(ctx: click.Context, name: str) -> None:
+    """Emulated ALCF AI Testbed: Cerebras, Graphcore and SambaNova systems in containers.
+
+    \b
+    aitestbed up                  # the full testbed (profile alcf)
+    aitestbed up --profile mini   # one login and one or two compute nodes per system
+    aitestbed ssh-config > ~/.ssh/aitestbed.conf && ssh -F ~/.ssh/aitestbed.conf gc-login-01
+    """
+    ctx.obj = {"name": check_cluster_name(name)}
+
+
+@cli.command()
+@click.option("--profile", "-p", envvar="AITESTBED_PROFILE", default=None,
+              help="Inventory profile: alcf (full, default), mini, or an inventory file.")
+@click.option("--systems", "-s", envvar="AITESTBED_SYSTEMS", default=None,
+              help="Comma-separated subset: cerebras,graphcore,sambanova.")
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="Block until every service is ready.")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for readiness.")
+@click.pass_context
+def up(ctx: click.Context, profile: str | None, systems: str | None, wait: bool,
+       timeout: float) -> None:
+    """Create or start the cluster (idempotent; keeps /home and /projects)."""
+    started = time.monotonic()
+    name = ctx.obj["name"]
+    topology = lifecycle.up(name, profile, parse_systems(systems), practice_user_name(),
+                            wait=wait, timeout=timeout)
+    state = _state(ctx)
+    from .sshconfig import write  # noqa: PLC0415
+
+    path = write(state, state.load(), topology)
+    verb = "ready" if wait else "started"
+    click.echo(f"cluster {name!r} {verb}: {len(topology.nodes)} nodes in "
+               f"{time.monotonic() - started:.1f} s; ssh -F {path} <login node>", err=True)
+
+
+@cli.command()
+@click.pass_context
+def down(ctx: click.Context) -> None:
+    """Stop the cluster's containers; keep containers, volumes and state."""
+    stopped = lifecycle.down(ctx.obj["name"])
+    click.echo(f"cluster {ctx.obj['name']!r} stopped ({stopped} containers)", err=True)
+
+
+@cli.command()
+@click.pass_context
+def destroy(ctx: click.Context) -> None:
+    """Remove everything of this cluster: containers, network, volumes, state."""
+    removed = lifecycle.destroy(ctx.obj["name"])
+    click.echo(f"cluster {ctx.obj['name']!r} destroyed: {', '.join(removed)}", err=True)
+
+
+@cli.command()
+@click.pass_context
+def status(ctx: click.Context) -> None:
+    """Nodes and services with their health."""
+    from .engine import connect  # noqa: PLC0415
+    from .health import probe_all  # noqa: PLC0415
+
+    state = _state(ctx)
+    record = state.load()
+    topology = load_inventory(record.profile, record.systems)
+    healths = {h.node: h for h in probe_all(connect(), state.name,
+                                             [n.name for n in topology.nodes])}
+    rows = [("NODE", "SYSTEM", "CLASS", "STATE", "SSH", "SERVICES")]
+    for node in topology.nodes:
+        health = healths[node.name]
+        port = record.ports.get(node.name)
+        state_text = "ready" if health.ready else health.state
+        rows.append((node.name, node.system, node.node_class, state_text,
+                     f"127.0.0.1:{port}" if port else "-", health.summary))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])
+    ready = sum(h.ready for h in healths.values())
+    click.echo(f"\n{ready}/{len(healths)} nodes ready", err=True)
+
+
+@cli.command()
+@click.option("--timeout", default=300.0, show_default=True, help="Give up after this many seconds.")
+@click.pass_context
+def wait(ctx: click.Context, timeout: float) -> None:
+    """Block until every node and service of the cluster is ready."""
+    from .engine import connect  # noqa: PLC0415
+    from .health import wait_ready  # noqa: PLC0415
+
+    state = _state(ctx)
+    record = state.load()
+    topology = load_inventory(record.profile, record.systems)
+    waited = wait_ready(connect(), state.name, [n.name for n in topology.nodes], timeout=timeout)
+    click.echo(f"cluster {state.name!r} ready ({len(topology.nodes)} nodes) after {waited:.1f} s",
+               err=True)
+
+
+@cli.command("ssh-config")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Write to this file instead of standard output.")
+@click.pass_context
+def ssh_config(ctx: click.Context, output: str | None) -> None:
+    """An ssh_config with a Host entry per login node (ssh -F FILE cer-login-01)."""
+    from .sshconfig import render  # noqa: PLC0415
+
+    state = _state(ctx)
+    record = state.load()
+    text = render(state, record, load_inventory(record.profile, record.systems))
+    if output:
+        with open(output, "w") as out:
+            out.write(text)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command()
+@click.argument("node")
+@click.option("--user", "-u", default=None, help="Log in as this user (default root).")
+@click.pass_context
+def shell(ctx: click.Context, node: str, user: str | None) -> None:
+    """Open a shell on NODE (or run `--` COMMAND there)."""
+    state = _state(ctx)
+    record = state.load()
+    name = load_inventory(record.profile, record.systems).node(node).name
+    docker = shutil.which("docker")
+    if docker is None:
+        raise AitestbedError("the docker command is missing: run `make engine`")
+    argv = [docker, "exec", "-i"]
+    if sys.stdin.isatty():
+        argv.append("-t")
+    if user:
+        argv += ["-u", user, "-w", f"/home/{user}"]
+    argv += [container_name(state.name, name), "bash", "-l"]
+    os.execv(docker, argv)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("playbook")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
+    """Run playbooks/PLAYBOOK.yml (e.g. site) against this cluster's nodes."""
+    from .playbook import run_playbook  # noqa: PLC0415
+
+    state = _state(ctx)
+    record = state.load()
+    topology = load_inventory(record.profile, record.systems)
+    result = run_playbook(playbook, [topology.inventory_path, state.inventory_path],
+                          limit=",".join(n.name for n in topology.nodes), args=list(args))
+    sys.exit(result.returncode)
+
+
+@cli.command()
+@click.option("--profile", "-p", envvar="AITESTBED_PROFILE", default="alcf", show_default=True)
+@click.option("--no-cache", is_flag=True, help="Rebuild the OS layer from scratch.")
+def build(profile: str, no_cache: bool) -> None:
+    """Build the node images (done by `up` when they are missing)."""
+    from . import images  # noqa: PLC0415
+    from .engine import connect  # noqa: PLC0415
+
+    client = connect()
+    if no_cache:
+        images.ensure_node_os(client, nocache=True)
+    tags = images.ensure_class_images(client, load_inventory(profile).node_classes)
+    for node_class, tag in tags.items():
+        click.echo(f"{node_class}\t{tag}")
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except AitestbedError as err:
+        click.echo(f"aitestbed: error: {err}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as err:  # noqa: BLE001 - engine/API failures: one line, no traceback
+        from docker.errors import DockerException  # noqa: PLC0415
+
+        if isinstance(err, DockerException):
+            click.echo(f"aitestbed: error: Docker engine: {err}", err=True)
+            sys.exit(1)
+        raise

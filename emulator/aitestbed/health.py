@@ -1,0 +1,82 @@
+"""Readiness: each node reports its services through aitestbed-node-health.
+
+A node is ready when its entrypoint has applied the cluster's settings and
+every service's check passes; `wait` blocks on that (CI never sleeps).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import docker
+from docker.errors import APIError, NotFound
+
+from .errors import AitestbedError
+from .naming import container_name
+
+HEALTH_COMMAND = ["/usr/local/sbin/aitestbed-node-health"]
+
+
+@dataclass
+class NodeHealth:
+    node: str
+    state: str  # the container's: running, exited, missing, ...
+    ready: bool
+    services: list[str]
+
+    @property
+    def summary(self) -> str:
+        return ", ".join(self.services) if self.services else self.state
+
+
+def probe(client: docker.DockerClient, cluster: str, node: str) -> NodeHealth:
+    try:
+        container = client.containers.get(container_name(cluster, node))
+    except NotFound:
+        return NodeHealth(node, "missing", False, [])
+    if container.status != "running":
+        return NodeHealth(node, container.status, False, [])
+    try:
+        result = container.exec_run(HEALTH_COMMAND)
+    except APIError as err:  # stopped between the two calls
+        return NodeHealth(node, container.status, False, [str(err.explanation or err)])
+    lines = result.output.decode(errors="replace").splitlines()
+    return NodeHealth(node, "running", result.exit_code == 0, lines)
+
+
+def probe_all(client: docker.DockerClient, cluster: str, nodes: list[str]) -> list[NodeHealth]:
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(lambda n: probe(client, cluster, n), nodes))
+
+
+def _last_log_line(client: docker.DockerClient, cluster: str, node: str) -> str:
+    try:
+        logs = client.containers.get(container_name(cluster, node)).logs(tail=5)
+    except (NotFound, APIError):
+        return ""
+    lines = [ln for ln in logs.decode(errors="replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def wait_ready(client: docker.DockerClient, cluster: str, nodes: list[str],
+               timeout: float = 120, interval: float = 0.3) -> float:
+    """Block until every node is ready; return the seconds waited."""
+    started = time.monotonic()
+    pending = list(nodes)
+    last: dict[str, NodeHealth] = {}
+    while pending:
+        for health in probe_all(client, cluster, pending):
+            last[health.node] = health
+            if health.state in ("exited", "dead", "missing", "restarting"):
+                why = _last_log_line(client, cluster, health.node) or health.state
+                raise AitestbedError(f"node {health.node} is {health.state}: {why}")
+        pending = [n for n in pending if not last[n].ready]
+        if not pending:
+            break
+        if time.monotonic() - started > timeout:
+            detail = "; ".join(f"{n}: {last[n].summary}" for n in pending)
+            raise AitestbedError(f"not ready after {timeout:.0f} s: {detail}")
+        time.sleep(interval)
+    return time.monotonic() - started

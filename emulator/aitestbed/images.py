@@ -1,0 +1,178 @@
+"""Node images: a shared OS layer, then one thin image per node class.
+
+  base      aitestbed/base:bookworm    debian:bookworm-slim, or debootstrap + import
+  OS layer  <prefix>/node-os:<hash>    images/node-os/Dockerfile: every Debian package
+  classes   <prefix>/<class>:<hash>    playbooks/image.yml applied by Ansible to a
+                                       container of the OS layer, then committed
+Tags are content hashes of what went into them, so an image is rebuilt exactly
+when its inputs change, and `up` with everything built does no build work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+import docker
+import yaml
+from docker.errors import APIError, BuildError, ImageNotFound
+
+from .errors import AitestbedError
+from .inventory import project_root
+from .naming import LABEL_BUILD, LABEL_CLASS
+from .playbook import run_playbook
+
+ENTRYPOINT = ["/usr/bin/tini", "--"]
+CMD = ["/opt/aitestbed/venv/bin/aitestbed-node-init"]
+
+
+def prefix() -> str:
+    return os.environ.get("AITESTBED_IMAGE_PREFIX", "aitestbed")
+
+
+def base_image() -> str:
+    return os.environ.get("AITESTBED_BASE_IMAGE", f"{prefix()}/base:bookworm")
+
+
+def say(message: str) -> None:
+    print(f"aitestbed: {message}", file=sys.stderr, flush=True)
+
+
+def _tree_digest(paths: Iterable[Path], extra: Iterable[str] = ()) -> str:
+    digest = hashlib.sha256()
+    for item in extra:
+        digest.update(item.encode() + b"\0")
+    root = project_root()
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if any(p == "__pycache__" or p.endswith(".egg-info") for p in file.parts):
+                continue
+            digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _exists(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+    except ImageNotFound:
+        return False
+    return True
+
+
+def ensure_base(client: docker.DockerClient) -> str:
+    tag = base_image()
+    if not _exists(client, tag):
+        script = project_root() / "scripts" / "ensure-base-image.sh"
+        env = {**os.environ, "AITESTBED_BASE_IMAGE": tag}
+        if subprocess.run(["bash", str(script)], env=env, check=False).returncode:
+            raise AitestbedError(f"could not provide the base image {tag} (see above)")
+    return tag
+
+
+def ensure_node_os(client: docker.DockerClient, nocache: bool = False) -> str:
+    base = ensure_base(client)
+    context = project_root() / "images" / "node-os"
+    tag = f"{prefix()}/node-os:" + _tree_digest([context], [client.images.get(base).id])
+    if _exists(client, tag) and not nocache:
+        return tag
+    say(f"building the OS layer {tag} (all Debian packages of the cluster; a few minutes once)")
+    started = time.monotonic()
+    try:
+        for chunk in client.api.build(path=str(context), tag=tag, buildargs={"BASE_IMAGE": base},
+                                      rm=True, forcerm=True, nocache=nocache, decode=True):
+            if "error" in chunk:
+                raise BuildError(chunk["error"], [])
+            line = chunk.get("stream", "").strip()
+            if line.startswith("Step "):
+                say(f"  {line}")
+    except (BuildError, APIError) as err:
+        raise AitestbedError(f"building {tag} failed: {str(err).strip()}") from None
+    say(f"built {tag} in {time.monotonic() - started:.0f} s")
+    return tag
+
+
+def class_tag(client: docker.DockerClient, node_os: str, node_class: str) -> str:
+    root = project_root()
+    inputs = [root / "roles", root / "playbooks" / "image.yml", root / "emulator",
+              root / "pyproject.toml", root / "images" / "cluster-requirements.txt",
+              root / "inventory" / "group_vars" / "all.yml"]
+    digest = _tree_digest(inputs, [client.images.get(node_os).id, node_class])
+    return f"{prefix()}/{node_class}:{digest}"
+
+
+def build_wheelhouse() -> Path:
+    """Wheels for inside the cluster (containers cannot reach PyPI): ours and our needs."""
+    root = project_root()
+    wheelhouse = root / "build" / "wheelhouse"
+    shutil.rmtree(wheelhouse, ignore_errors=True)
+    wheelhouse.mkdir(parents=True)
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheelhouse),
+                    str(root)], check=True, stdout=subprocess.DEVNULL)
+    requirements = root / "images" / "cluster-requirements.txt"
+    wanted = [ln for ln in requirements.read_text().splitlines()
+              if ln.strip() and not ln.lstrip().startswith("#")]
+    if wanted:
+        subprocess.run([*pip, "download", "--only-binary=:all:", "--python-version", "3.11",
+                        "--platform", "manylinux2014_x86_64", "--platform", "any",
+                        "-d", str(wheelhouse), "-r", str(requirements)], check=True)
+    return wheelhouse
+
+
+def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict[str, str]:
+    node_os = ensure_node_os(client)
+    tags = {c: class_tag(client, node_os, c) for c in classes}
+    missing = [c for c in classes if not _exists(client, tags[c])]
+    if not missing:
+        return tags
+    say(f"building node class images: {', '.join(missing)} (Ansible, playbooks/image.yml)")
+    started = time.monotonic()
+    build_wheelhouse()
+    run_id = uuid.uuid4().hex[:8]
+    containers = {}
+    try:
+        for node_class in missing:
+            containers[node_class] = client.containers.run(
+                node_os, ["sleep", "infinity"], name=f"{prefix()}-build-{node_class}-{run_id}",
+                detach=True, network_mode="none", labels={LABEL_BUILD: run_id})
+        _apply_image_playbook(containers, run_id)
+        for node_class, container in containers.items():
+            repository, tag = tags[node_class].rsplit(":", 1)
+            container.commit(repository=repository, tag=tag, conf={
+                "Entrypoint": ENTRYPOINT, "Cmd": CMD,
+                "Labels": {LABEL_CLASS: node_class}, "StopSignal": "SIGTERM"})
+    finally:
+        for container in containers.values():
+            container.remove(force=True)
+    say(f"built {', '.join(tags[c] for c in missing)} in {time.monotonic() - started:.0f} s")
+    return tags
+
+
+def _apply_image_playbook(containers: dict, run_id: str) -> None:
+    root = project_root()
+    inventory = {"all": {"hosts": {
+        f"build-{node_class}": {"ansible_host": c.name, "node_class": node_class,
+                                "ansible_connection": "docker",
+                                "ansible_python_interpreter": "/usr/bin/python3"}
+        for node_class, c in containers.items()}}}
+    log = root / "build" / "logs" / f"image-{run_id}.log"
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as inv:
+        yaml.safe_dump(inventory, inv)
+    try:
+        result = run_playbook("image", [Path(inv.name)],
+                              extra_vars=[f"@{root / 'inventory' / 'group_vars' / 'all.yml'}"],
+                              log=log)
+    finally:
+        os.unlink(inv.name)
+    if result.returncode:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+        raise AitestbedError(f"playbooks/image.yml failed (full log: {log}):\n{tail}")

@@ -1,0 +1,210 @@
+"""Read a profile's inventory: the single source of truth for the topology.
+
+Ansible itself resolves the inventory (`ansible-inventory --list`: host ranges,
+group_vars, host vars), so the CLI and the playbooks always agree on it. This
+module adds the checks Ansible does not make and turns hosts into `Node`s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import AitestbedError
+
+SYSTEMS = ("cerebras", "graphcore", "sambanova")
+PROFILE_ALIASES = {"full": "alcf"}
+_NODE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def project_root() -> Path:
+    """The checkout holding inventory/, roles/ and playbooks/."""
+    env = os.environ.get("AITESTBED_HOME")
+    return Path(env) if env else Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    system: str
+    node_class: str
+    dns_domain: str
+    dns_aliases: tuple[str, ...] = ()
+    ssh_allow_groups: tuple[str, ...] = ()
+    ssh_publish: bool = False
+    ssh_port: int | None = None
+    mounts: tuple[str, ...] = ()
+
+    @property
+    def fqdn(self) -> str:
+        return f"{self.name}.{self.dns_domain}"
+
+    @property
+    def dns_names(self) -> list[str]:
+        """Names other nodes resolve to this node (Docker network aliases)."""
+        return [self.name, self.fqdn, *self.dns_aliases]
+
+
+@dataclass
+class Topology:
+    profile: str
+    inventory_path: Path
+    nodes: list[Node]
+    hostvars: dict[str, dict]
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if name in (node.name, node.fqdn):
+                return node
+        known = ", ".join(n.name for n in self.nodes)
+        raise AitestbedError(f"unknown node {name!r}: this cluster has {known}")
+
+    @property
+    def node_classes(self) -> list[str]:
+        return sorted({n.node_class for n in self.nodes})
+
+    @property
+    def systems(self) -> list[str]:
+        return [s for s in SYSTEMS if any(n.system == s for n in self.nodes)]
+
+    @property
+    def common_vars(self) -> dict:
+        """Cluster-wide variables (identical on every host: group_vars/all)."""
+        first = self.hostvars[self.nodes[0].name]
+        return {k: first[k] for k in ("system_groups", "practice_account", "accounts")}
+
+
+def profile_path(profile: str) -> Path:
+    inventory_dir = project_root() / "inventory"
+    candidate = Path(profile)
+    if candidate.suffix in (".yml", ".yaml"):
+        if not candidate.is_file():
+            raise AitestbedError(f"inventory file {profile} does not exist")
+        return candidate.resolve()
+    name = PROFILE_ALIASES.get(profile, profile)
+    path = inventory_dir / f"{name}.yml"
+    if not path.is_file():
+        known = sorted(p.stem for p in inventory_dir.glob("*.yml"))
+        raise AitestbedError(
+            f"unknown profile {profile!r}: choose one of {', '.join(known)} "
+            "(or give the path of an inventory file)"
+        )
+    return path
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML loader that refuses duplicate keys (a host listed twice)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: set = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise AitestbedError(
+                f"duplicate name {key!r} in {loader.name} line {key_node.start_mark.line + 1}"
+            )
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _check_yaml(path: Path) -> None:
+    with path.open() as stream:
+        try:
+            yaml.load(stream, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
+        except yaml.YAMLError as err:
+            raise AitestbedError(f"{path} is not valid YAML: {err}".replace("\n", " ")) from None
+
+
+def _ansible_inventory(path: Path) -> dict:
+    binary = Path(sys.executable).with_name("ansible-inventory")
+    if not binary.exists():
+        raise AitestbedError("ansible-inventory is missing: run `make venv` first")
+    env = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true",
+           "ANSIBLE_INVENTORY_ENABLED": "yaml"}
+    result = subprocess.run([str(binary), "-i", str(path), "--list"],
+                            capture_output=True, text=True, env=env, check=False)
+    if result.returncode != 0:
+        lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+        raise AitestbedError(f"inventory {path} cannot be read: {lines[-1] if lines else '?'}")
+    if "same name" in result.stderr:
+        raise AitestbedError(f"inventory {path}: {result.stderr.strip().splitlines()[0]}")
+    return json.loads(result.stdout)
+
+
+def _direct_groups(listing: dict) -> dict[str, list[str]]:
+    """host -> groups that list it directly."""
+    direct: dict[str, list[str]] = {}
+    for group, body in listing.items():
+        if group == "_meta":
+            continue
+        for host in body.get("hosts", []):
+            direct.setdefault(host, []).append(group)
+    return direct
+
+
+def _node(name: str, hv: dict) -> Node:
+    if not _NODE_NAME.match(name):
+        raise AitestbedError(f"invalid host name {name!r}: use lower-case letters, digits and '-'")
+    if hv.get("system") not in SYSTEMS:
+        raise AitestbedError(
+            f"host {name} belongs to no system: list it under one of "
+            + ", ".join(f"{s}_system" for s in SYSTEMS)
+        )
+    if not hv.get("node_class"):
+        raise AitestbedError(f"host {name} has no node_class (set it in its group_vars)")
+    port = hv.get("ssh_port")
+    return Node(
+        name=name,
+        system=hv["system"],
+        node_class=hv["node_class"],
+        dns_domain=hv.get("dns_domain", "ai.alcf.anl.gov"),
+        dns_aliases=tuple(hv.get("dns_aliases") or ()),
+        ssh_allow_groups=tuple(hv.get("ssh_allow_groups") or ()),
+        ssh_publish=bool(hv.get("ssh_publish")),
+        ssh_port=int(port) if port else None,
+        mounts=tuple(hv.get("shared_storage_mounts") or ()),
+    )
+
+
+def parse_systems(systems: str | None) -> list[str] | None:
+    if not systems:
+        return None
+    chosen = [s.strip() for s in systems.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SYSTEMS]
+    if unknown:
+        raise AitestbedError(
+            f"unknown system {unknown[0]!r}: choose from {', '.join(SYSTEMS)}"
+        )
+    return chosen
+
+
+def load(profile: str, systems: list[str] | None = None) -> Topology:
+    path = profile_path(profile)
+    _check_yaml(path)
+    listing = _ansible_inventory(path)
+    hostvars = listing.get("_meta", {}).get("hostvars", {})
+    for host, groups in _direct_groups(listing).items():
+        if len(groups) > 1:
+            raise AitestbedError(
+                f"duplicate host name {host!r} in {path.name}: listed in {' and '.join(groups)}"
+            )
+    nodes = [_node(name, hv) for name, hv in sorted(hostvars.items())]
+    if systems:
+        nodes = [n for n in nodes if n.system in systems]
+    if not nodes:
+        raise AitestbedError(f"inventory {path.name} has no hosts for the systems asked for")
+    groups = {g: b.get("hosts", []) for g, b in listing.items() if g != "_meta"}
+    return Topology(profile=PROFILE_ALIASES.get(profile, profile), inventory_path=path,
+                    nodes=nodes, hostvars=hostvars, groups=groups)

@@ -1,0 +1,208 @@
+"""Bring a cluster up, stop it, destroy it: containers, network and volumes.
+
+`up` is idempotent: on a running cluster it changes nothing; after `down` or an
+engine restart it starts what is stopped; a container removed behind our back
+is recreated (user data lives in volumes, per-cluster secrets in the state dir).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import docker
+from docker.errors import APIError, NotFound
+
+from . import images
+from .errors import AitestbedError
+from .health import wait_ready
+from .inventory import PROFILE_ALIASES, Node, Topology
+from .inventory import load as load_inventory
+from .naming import (
+    LABEL_CLASS,
+    LABEL_CLUSTER,
+    LABEL_NODE,
+    LABEL_SYSTEM,
+    container_name,
+    network_name,
+    volume_name,
+)
+from .state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
+
+PARALLEL = 4
+
+
+def cluster_containers(client: docker.DockerClient, name: str) -> list:
+    return client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={name}"})
+
+
+def _record(state: ClusterState, profile: str | None, systems: list[str] | None,
+            user: str) -> ClusterRecord:
+    if state.exists():
+        record = state.load()
+        if profile and PROFILE_ALIASES.get(profile, profile) not in (record.profile,
+                                                                      record.inventory):
+            raise AitestbedError(
+                f"cluster {state.name!r} was created with profile {record.profile!r}: "
+                f"destroy it first or choose another --name"
+            )
+        if systems and sorted(systems) != sorted(record.systems or []):
+            raise AitestbedError(
+                f"cluster {state.name!r} was created with systems "
+                f"{','.join(record.systems) if record.systems else 'all'}: destroy it first or "
+                "choose another --name"
+            )
+        return record
+    return ClusterRecord(name=state.name, profile=PROFILE_ALIASES.get(profile, profile or "alcf"),
+                         inventory="",
+                         systems=systems, user=user)
+
+
+def _assign_ports(state: ClusterState, topology: Topology, record: ClusterRecord) -> None:
+    taken = recorded_ports() - set(record.ports.values())
+    for node in topology.nodes:
+        if not node.ssh_publish:
+            continue
+        if node.ssh_port:
+            record.ports[node.name] = node.ssh_port
+        elif node.name not in record.ports:
+            port = free_port(taken | set(record.ports.values()))
+            record.ports[node.name] = port
+
+
+def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
+       wait: bool = True, timeout: float = 180) -> Topology:
+    from .engine import connect  # noqa: PLC0415 - keep `--help` free of the docker import
+
+    client = connect()
+    state = ClusterState(name)
+    record = _record(state, profile, systems, user)
+    topology = load_inventory(record.profile, record.systems)
+    record.inventory = str(topology.inventory_path)
+    _assign_ports(state, topology, record)
+    state.save(record)
+    state.prepare(topology, record)
+
+    tags = images.ensure_class_images(client, topology.node_classes)
+    network = _ensure_network(client, name)
+    for mount in sorted({m for n in topology.nodes for m in n.mounts}):
+        _ensure_volume(client, name, mount)
+
+    existing = {c.labels.get(LABEL_NODE): c for c in cluster_containers(client, name)}
+    _check_ports(topology, record, existing)
+    started = time.monotonic()
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(lambda n: _ensure_node(client, state, record, network, tags, n,
+                                             existing.get(n.name)), topology.nodes))
+    if wait:
+        wait_ready(client, name, [n.name for n in topology.nodes],
+                   timeout=max(1.0, timeout - (time.monotonic() - started)))
+    return topology
+
+
+def _ensure_network(client: docker.DockerClient, name: str):
+    try:
+        return client.networks.get(network_name(name))
+    except NotFound:
+        return client.networks.create(network_name(name), driver="bridge",
+                                      labels={LABEL_CLUSTER: name})
+
+
+def _ensure_volume(client: docker.DockerClient, name: str, mount: str) -> None:
+    try:
+        client.volumes.get(volume_name(name, mount))
+    except NotFound:
+        client.volumes.create(volume_name(name, mount),
+                              labels={LABEL_CLUSTER: name, "aitestbed.mount": mount})
+
+
+def _check_ports(topology: Topology, record: ClusterRecord, existing: dict) -> None:
+    for node in topology.nodes:
+        port = record.ports.get(node.name)
+        container = existing.get(node.name)
+        if port and (container is None or container.status != "running") and port_in_use(port):
+            raise AitestbedError(
+                f"port 127.0.0.1:{port} for {node.name}'s ssh is already in use by another "
+                "program: stop it, or set ssh_port for this host in the inventory"
+            )
+
+
+def _ensure_node(client, state: ClusterState, record: ClusterRecord, network, tags: dict,
+                 node: Node, container) -> None:
+    if container is not None and container.status == "running":
+        return
+    if container is None:
+        container = _create(client, state, record, network, tags[node.node_class], node)
+    try:
+        container.start()
+    except APIError as err:
+        text = str(err.explanation or err)
+        if "port is already allocated" in text or "address already in use" in text:
+            raise AitestbedError(
+                f"port 127.0.0.1:{record.ports.get(node.name)} for {node.name}'s ssh is already "
+                "in use: stop what holds it, or set ssh_port for this host in the inventory"
+            ) from None
+        raise AitestbedError(f"cannot start {node.name}: {text}") from None
+
+
+def _create(client, state: ClusterState, record: ClusterRecord, network, image: str, node: Node):
+    api = client.api
+    binds = {
+        str(state.node_dir(node.name)): {"bind": "/etc/aitestbed/node", "mode": "ro"},
+        str(state.common_dir): {"bind": "/etc/aitestbed/cluster", "mode": "ro"},
+    }
+    for mount in node.mounts:
+        binds[volume_name(state.name, mount)] = {"bind": mount, "mode": "rw"}
+    port = record.ports.get(node.name)
+    host_config = api.create_host_config(
+        binds=binds,
+        port_bindings={22: ("127.0.0.1", port)} if port else None,
+        restart_policy={"Name": "unless-stopped"},
+        tmpfs={"/run": "rw,nosuid,nodev,mode=755"},
+    )
+    networking = api.create_networking_config(
+        {network.name: api.create_endpoint_config(aliases=node.dns_names)})
+    created = api.create_container(
+        image, name=container_name(state.name, node.name), hostname=node.name,
+        labels={LABEL_CLUSTER: state.name, LABEL_NODE: node.name,
+                LABEL_CLASS: node.node_class, LABEL_SYSTEM: node.system},
+        ports=[22] if port else None, host_config=host_config, networking_config=networking,
+        stop_timeout=15, detach=True)
+    return client.containers.get(created["Id"])
+
+
+def down(name: str) -> int:
+    from .engine import connect  # noqa: PLC0415
+
+    client = connect()
+    ClusterState(name).load()
+    containers = [c for c in cluster_containers(client, name) if c.status != "exited"]
+    with ThreadPoolExecutor(PARALLEL * 2) as pool:
+        list(pool.map(lambda c: c.stop(), containers))
+    return len(containers)
+
+
+def destroy(name: str) -> list[str]:
+    from .engine import connect  # noqa: PLC0415
+
+    client = connect()
+    state = ClusterState(name)
+    removed = []
+    containers = cluster_containers(client, name)
+    with ThreadPoolExecutor(PARALLEL * 2) as pool:
+        list(pool.map(lambda c: c.remove(force=True), containers))
+    if containers:
+        removed.append(f"{len(containers)} containers")
+    label = {"label": f"{LABEL_CLUSTER}={name}"}
+    for network in client.networks.list(filters=label):
+        network.remove()
+        removed.append(f"network {network.name}")
+    for volume in client.volumes.list(filters=label):
+        volume.remove(force=True)
+        removed.append(f"volume {volume.name}")
+    if state.root.exists():
+        state.remove()
+        removed.append(f"state {state.root}")
+    if not removed:
+        raise AitestbedError(f"there is no cluster named {name!r}")
+    return removed

@@ -1,0 +1,39 @@
+"""Names of everything a cluster owns in the Docker engine.
+
+Every container, network and volume is prefixed with the cluster name, so
+several clusters (a practice one, CI's) live side by side without colliding.
+"""
+
+import re
+
+from .errors import AitestbedError
+
+LABEL_CLUSTER = "aitestbed.cluster"
+LABEL_NODE = "aitestbed.node"
+LABEL_CLASS = "aitestbed.class"
+LABEL_SYSTEM = "aitestbed.system"
+LABEL_BUILD = "aitestbed.build"
+
+_CLUSTER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+
+
+def check_cluster_name(name: str) -> str:
+    if not _CLUSTER_NAME.match(name):
+        raise AitestbedError(
+            f"invalid cluster name {name!r}: use 1-40 lower-case letters, digits and '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def container_name(cluster: str, node: str) -> str:
+    return f"{cluster}-{node}"
+
+
+def network_name(cluster: str) -> str:
+    return f"{cluster}-net"
+
+
+def volume_name(cluster: str, mount_point: str) -> str:
+    """`/home` of cluster `ci-1` is the volume `ci-1-home`."""
+    return f"{cluster}-{mount_point.strip('/').replace('/', '-')}"

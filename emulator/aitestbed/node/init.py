@@ -1,0 +1,125 @@
+"""Container entrypoint: apply this cluster's per-host settings, then run services.
+
+Everything per class is in the image (roles applied at build). What differs per
+cluster or host is read from the state directory the CLI mounts read-only:
+  /etc/aitestbed/node/     node.json and this host's ssh host key
+  /etc/aitestbed/cluster/  accounts.json, ssh_known_hosts, users' cluster keys
+It runs at every container start and is idempotent. The files it writes are the
+same ones the roles write under `site.yml` (roles/sshd, roles/accounts), so a
+converging `site.yml` run finds nothing to change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+NODE = Path("/etc/aitestbed/node")
+CLUSTER = Path("/etc/aitestbed/cluster")
+READY = Path("/run/aitestbed/initialized")
+SERVICES = "/usr/local/sbin/aitestbed-services"
+ACCESS_DROPIN = Path("/etc/ssh/sshd_config.d/50-aitestbed-access.conf")
+
+
+def sshd_access(allow_groups: list[str]) -> str:
+    """Who may log in over ssh here (kept identical to roles/sshd's template)."""
+    if allow_groups:
+        return f"# Managed by aitestbed\nAllowGroups {' '.join(allow_groups)}\n"
+    return "# Managed by aitestbed: no user may log in over ssh on this node\nDenyUsers *\n"
+
+
+def install_file(src: Path | str, dest: Path, mode: int, uid: int = 0, gid: int = 0) -> None:
+    """Write dest atomically when its content or mode differs."""
+    data = src.encode() if isinstance(src, str) else Path(src).read_bytes()
+    if dest.is_file() and dest.read_bytes() == data and (dest.stat().st_mode & 0o7777) == mode:
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}")
+    tmp.write_bytes(data)
+    os.chown(tmp, uid, gid)
+    tmp.chmod(mode)
+    tmp.replace(dest)
+
+
+def run(*argv: str) -> None:
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+
+
+def ensure_groups(groups: list[dict]) -> None:
+    for group in groups:
+        if subprocess.run(["getent", "group", group["name"]], capture_output=True).returncode:
+            run("groupadd", "-g", str(group["gid"]), group["name"])
+
+
+def ensure_user(user: dict) -> None:
+    name, uid, gid = user["name"], user["uid"], user["gid"]
+    if subprocess.run(["getent", "group", name], capture_output=True).returncode:
+        run("groupadd", "-g", str(gid), name)
+    groups = ",".join(user["groups"])
+    try:
+        current = pwd.getpwnam(name)
+    except KeyError:
+        run("useradd", "-u", str(uid), "-g", str(gid), "-G", groups, "-M",
+            "-d", f"/home/{name}", "-s", user["shell"], name)
+    else:
+        if current.pw_uid != uid:
+            raise SystemExit(f"aitestbed-node-init: user {name} exists with uid {current.pw_uid}, "
+                             f"the inventory says {uid}")
+        run("usermod", "-G", groups, "-s", user["shell"], name)
+
+
+def ensure_home(user: dict) -> None:
+    """Home 0700 on the shared /home, with the keys for hops inside the cluster."""
+    home = Path("/home") / user["name"]
+    uid, gid = user["uid"], user["gid"]
+    home.mkdir(mode=0o700, exist_ok=True)
+    os.chown(home, uid, gid)
+    home.chmod(0o700)
+    ssh = home / ".ssh"
+    ssh.mkdir(mode=0o700, exist_ok=True)
+    os.chown(ssh, uid, gid)
+    keys = CLUSTER / "users" / user["name"]
+    for name, mode in (("id_ed25519", 0o600), ("id_ed25519.pub", 0o644)):
+        if not (ssh / name).exists():  # never replace a key the user put there
+            install_file(keys / name, ssh / name, mode, uid, gid)
+    authorized = ssh / "authorized_keys"
+    present = authorized.read_text().splitlines() if authorized.exists() else []
+    missing = [k for k in user["authorized_keys"] if k not in present]
+    if missing or not authorized.exists():
+        install_file("".join(f"{line}\n" for line in present + missing), authorized, 0o600,
+                     uid, gid)
+
+
+def main() -> None:
+    READY.unlink(missing_ok=True)
+    node = json.loads((NODE / "node.json").read_text())
+    accounts = json.loads((CLUSTER / "accounts.json").read_text())
+
+    install_file(NODE / "ssh_host_ed25519_key", Path("/etc/ssh/ssh_host_ed25519_key"), 0o600)
+    install_file(NODE / "ssh_host_ed25519_key.pub",
+                 Path("/etc/ssh/ssh_host_ed25519_key.pub"), 0o644)
+    install_file(CLUSTER / "ssh_known_hosts", Path("/etc/ssh/ssh_known_hosts"), 0o644)
+    install_file(sshd_access(node["ssh_allow_groups"]), ACCESS_DROPIN, 0o644)
+
+    ensure_groups(accounts["groups"])
+    for user in accounts["users"]:
+        ensure_user(user)
+        if "/home" in node["mounts"]:
+            ensure_home(user)
+
+    READY.parent.mkdir(parents=True, exist_ok=True)
+    READY.write_text(node["name"] + "\n")
+    sys.stdout.flush()
+    os.execv(SERVICES, [SERVICES])
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (OSError, subprocess.CalledProcessError, KeyError, ValueError) as err:
+        print(f"aitestbed-node-init: {err}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,49 @@
+"""Run ansible-playbook the way the project measured fastest: Mitogen's strategy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import AitestbedError
+from .inventory import project_root
+
+
+def ansible_env() -> dict[str, str]:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(project_root() / "ansible.cfg")}
+    try:
+        import ansible_mitogen  # noqa: PLC0415 - optional speed-up, pinned in requirements.txt
+    except ImportError:
+        return env
+    strategy_dir = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
+    env.setdefault("ANSIBLE_STRATEGY_PLUGINS", str(strategy_dir))
+    env.setdefault("ANSIBLE_STRATEGY", "mitogen_linear")
+    return env
+
+
+def run_playbook(playbook: str, inventories: list[Path], *, extra_vars: list[str] = (),
+                 limit: str | None = None, args: list[str] = (), log: Path | None = None
+                 ) -> subprocess.CompletedProcess:
+    path = Path(playbook)
+    if not path.is_file():
+        path = project_root() / "playbooks" / (playbook if playbook.endswith(".yml")
+                                                else f"{playbook}.yml")
+    if not path.is_file():
+        known = sorted(p.stem for p in (project_root() / "playbooks").glob("*.yml"))
+        raise AitestbedError(f"unknown playbook {playbook!r}: choose one of {', '.join(known)}")
+    cmd = [str(Path(sys.executable).with_name("ansible-playbook")), str(path)]
+    for inventory in inventories:
+        cmd += ["-i", str(inventory)]
+    for extra in extra_vars:
+        cmd += ["-e", extra]
+    if limit:
+        cmd += ["--limit", limit]
+    cmd += list(args)
+    if log is None:
+        return subprocess.run(cmd, env=ansible_env(), check=False)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        return subprocess.run(cmd, env=ansible_env(), stdout=out, stderr=subprocess.STDOUT,
+                              check=False)

@@ -1,0 +1,55 @@
+"""ssh ProxyCommand for round-robin names: connect to one of the given
+127.0.0.1 ports at random and relay stdin/stdout over it.
+
+Usage: python -m aitestbed.relay PORT [PORT ...]
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import selectors
+import socket
+import sys
+
+
+def relay(ports: list[int]) -> int:
+    random.shuffle(ports)
+    for port in ports:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            break
+        except OSError:
+            continue
+    else:
+        print(f"aitestbed relay: no login node answers on 127.0.0.1:{ports}", file=sys.stderr)
+        return 1
+    sock.settimeout(None)
+    selector = selectors.DefaultSelector()
+    stdin = sys.stdin.fileno()
+    selector.register(stdin, selectors.EVENT_READ, "in")
+    selector.register(sock, selectors.EVENT_READ, "sock")
+    while True:
+        for key, _ in selector.select():
+            if key.data == "in":
+                data = os.read(stdin, 65536)
+                if not data:
+                    sock.shutdown(socket.SHUT_WR)
+                    selector.unregister(stdin)
+                    continue
+                sock.sendall(data)
+            else:
+                data = sock.recv(65536)
+                if not data:
+                    return 0
+                os.write(sys.stdout.fileno(), data)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(relay([int(p) for p in sys.argv[1:]]))
+    except (ValueError, IndexError):
+        print("usage: python -m aitestbed.relay PORT [PORT ...]", file=sys.stderr)
+        sys.exit(2)
+    except (BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        sys.exit(0)

@@ -1,0 +1,250 @@
+"""The cluster state directory: per-cluster secrets and bookkeeping on the host.
+
+Layout under $XDG_STATE_HOME/aitestbed/<cluster>/ (default ~/.local/state):
+  cluster.json        profile, systems, practice user, published ports
+  inventory.yml       the rendered inventory (Ansible reaches the containers)
+  login/              host side: ssh_config, known_hosts, the user's login key
+  common/             mounted read-only on every node at /etc/aitestbed/cluster
+  nodes/<node>/       mounted read-only on that node at /etc/aitestbed/node
+Secrets are generated here at the first `up` and never baked into images.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import AitestbedError
+from .inventory import Node, Topology
+from .naming import container_name
+
+DEFAULT_USER = "trainee"
+_USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+
+
+def state_home() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "aitestbed"
+
+
+def practice_user_name() -> str:
+    """$AITESTBED_USER, else the host user, else `trainee` when that is root."""
+    name = os.environ.get("AITESTBED_USER")
+    if not name:
+        try:
+            name = getpass.getuser()
+        except Exception:  # noqa: BLE001 - no passwd entry for the host uid
+            name = ""
+        if name in ("", "root"):
+            name = DEFAULT_USER
+    if not _USER_NAME.match(name):
+        raise AitestbedError(
+            f"cannot use {name!r} as the practice account name: set AITESTBED_USER to a name "
+            "of lower-case letters, digits, '_' and '-'"
+        )
+    return name
+
+
+@dataclass
+class ClusterRecord:
+    """What `up` decided once for a cluster and must keep on later `up`s."""
+
+    name: str
+    profile: str
+    inventory: str
+    systems: list[str] | None
+    user: str
+    ports: dict[str, int] = field(default_factory=dict)
+
+
+class ClusterState:
+    def __init__(self, name: str):
+        self.name = name
+        self.root = state_home() / name
+
+    # paths --------------------------------------------------------------
+    @property
+    def record_path(self) -> Path:
+        return self.root / "cluster.json"
+
+    @property
+    def common_dir(self) -> Path:
+        return self.root / "common"
+
+    @property
+    def login_dir(self) -> Path:
+        return self.root / "login"
+
+    def node_dir(self, node: str) -> Path:
+        return self.root / "nodes" / node
+
+    @property
+    def ssh_config_path(self) -> Path:
+        return self.login_dir / "ssh_config"
+
+    @property
+    def inventory_path(self) -> Path:
+        return self.root / "inventory.yml"
+
+    def user_key(self, user: str) -> Path:
+        return self.login_dir / f"{user}_ed25519"
+
+    # record -------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.record_path.is_file()
+
+    def load(self) -> ClusterRecord:
+        if not self.exists():
+            raise AitestbedError(
+                f"cluster {self.name!r} does not exist: create it with `aitestbed up --name {self.name}`"
+            )
+        return ClusterRecord(**json.loads(self.record_path.read_text()))
+
+    def save(self, record: ClusterRecord) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.root.chmod(0o700)
+        tmp = self.record_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(record), indent=2) + "\n")
+        tmp.replace(self.record_path)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # secrets and rendered files -----------------------------------------
+    def prepare(self, topology: Topology, record: ClusterRecord) -> None:
+        """Generate what is missing (keys) and render what derives from the inventory."""
+        for d in (self.common_dir, self.login_dir):
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        host_keys = {node.name: self._host_key(node) for node in topology.nodes}
+        self._write(self.common_dir / "ssh_known_hosts",
+                    "".join(f"{','.join(n.dns_names)} {host_keys[n.name]}\n"
+                            for n in topology.nodes))
+        # Host side: ssh_config uses HostKeyAlias=<node>; the round-robin name
+        # may land on any login node that carries it.
+        lines = []
+        for node in topology.nodes:
+            if node.name in record.ports:
+                names = [node.name, *(a for a in node.dns_aliases if "." not in a)]
+                lines.extend(f"{name} {host_keys[node.name]}\n" for name in names)
+        self._write(self.login_dir / "known_hosts", "".join(lines))
+        accounts = self._accounts(topology, record.user)
+        self._write(self.common_dir / "accounts.json", json.dumps(accounts, indent=2) + "\n")
+        for node in topology.nodes:
+            self._write(self.node_dir(node.name) / "node.json", json.dumps({
+                "name": node.name, "system": node.system, "node_class": node.node_class,
+                "fqdn": node.fqdn, "ssh_allow_groups": list(node.ssh_allow_groups),
+                "mounts": list(node.mounts),
+            }, indent=2) + "\n")
+        self._render_inventory(topology, record)
+
+    def _host_key(self, node: Node) -> str:
+        key = self.node_dir(node.name) / "ssh_host_ed25519_key"
+        _keygen(key, comment=f"root@{node.name}")
+        return " ".join(key.with_suffix(".pub").read_text().split()[:2])
+
+    def _accounts(self, topology: Topology, user: str) -> dict:
+        common = topology.common_vars
+        groups = [{"name": g, "gid": gid} for g, gid in common["system_groups"].items()]
+        practice = dict(common["practice_account"], name=user)
+        users = []
+        for account in [practice, *common["accounts"]]:
+            name = account["name"]
+            internal = self.common_dir / "users" / name / "id_ed25519"
+            _keygen(internal, comment=f"{name}@aitestbed")
+            login = self.user_key(name)
+            _keygen(login, comment=f"{name}@{self.name}")
+            users.append({
+                "name": name,
+                "uid": account["uid"],
+                "gid": account.get("gid", account["uid"]),
+                "groups": [s for s in account.get("systems", []) if s in common["system_groups"]],
+                "shell": account.get("shell", "/bin/bash"),
+                "authorized_keys": [_pub(login), _pub(internal)],
+            })
+        return {"groups": groups, "users": users}
+
+    def _render_inventory(self, topology: Topology, record: ClusterRecord) -> None:
+        """The profile's inventory plus how Ansible reaches this cluster's containers."""
+        hosts = {
+            n.name: {"ansible_host": container_name(self.name, n.name)} for n in topology.nodes
+        }
+        rendered = {
+            "all": {
+                "vars": {
+                    "ansible_connection": "docker",
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    "aitestbed_cluster": self.name,
+                    "aitestbed_state_dir": str(self.root),
+                    "practice_user": record.user,
+                },
+                "hosts": hosts,
+            }
+        }
+        self._write(self.inventory_path, yaml.safe_dump(rendered, sort_keys=False))
+
+    @staticmethod
+    def _write(path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path.is_file() and path.read_text() == text:
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+
+def _keygen(path: Path, comment: str) -> None:
+    if path.is_file():
+        return
+    if shutil.which("ssh-keygen") is None:
+        raise AitestbedError("ssh-keygen is missing: install the openssh-client package")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+                   check=True, stdin=subprocess.DEVNULL)
+
+
+def _pub(private: Path) -> str:
+    return private.with_name(private.name + ".pub").read_text().strip()
+
+
+PORT_RANGE = range(22001, 23000)  # below the ephemeral range outgoing connections use
+
+
+def recorded_ports() -> set[int]:
+    """Ports any cluster on this host has recorded, running or not."""
+    ports: set[int] = set()
+    for record in state_home().glob("*/cluster.json"):
+        try:
+            ports.update(json.loads(record.read_text()).get("ports", {}).values())
+        except (OSError, ValueError):
+            continue
+    return ports
+
+
+def free_port(taken: set[int]) -> int:
+    """A port on 127.0.0.1 that no cluster has recorded and nothing listens on now."""
+    for port in PORT_RANGE:
+        if port not in taken and not port_in_use(port):
+            return port
+    raise AitestbedError(
+        f"no free port left in 127.0.0.1:{PORT_RANGE.start}-{PORT_RANGE.stop - 1} for ssh: "
+        "destroy clusters you no longer need"
+    )
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False

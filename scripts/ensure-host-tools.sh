@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Host packages the Makefile needs: Python with venv, the ssh client (keys,
+# logins) and sshpass (scripted logins in tests). Installs them on Debian as root.
+set -euo pipefail
+python=${1:-/usr/bin/python3}
+missing=()
+"$python" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ! -r /etc/debian_version ] || [ "$(id -u)" -ne 0 ]; then
+  echo "aitestbed: missing host packages: ${missing[*]}: install them and run this again" >&2
+  exit 1
+fi
+echo "aitestbed: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
