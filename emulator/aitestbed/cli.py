@@ -213,3 +213,7 @@ def main() -> None:
             click.echo(f"aitestbed: error: Docker engine: {err}", err=True)
             sys.exit(1)
         raise
+
+
+if __name__ == "__main__":
+    main()

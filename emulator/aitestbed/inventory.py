@@ -194,8 +194,10 @@ def load(profile: str, systems: list[str] | None = None) -> Topology:
     path = profile_path(profile)
     _check_yaml(path)
     listing = _ansible_inventory(path)
-    hostvars = listing.get("_meta", {}).get("hostvars", {})
-    for host, groups in _direct_groups(listing).items():
+    direct = _direct_groups(listing)
+    # Hosts without any variable are missing from _meta.hostvars.
+    hostvars = {h: {} for h in direct} | listing.get("_meta", {}).get("hostvars", {})
+    for host, groups in direct.items():
         if len(groups) > 1:
             raise AitestbedError(
                 f"duplicate host name {host!r} in {path.name}: listed in {' and '.join(groups)}"

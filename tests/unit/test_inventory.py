@@ -1,0 +1,123 @@
+import textwrap
+
+import pytest
+
+from aitestbed import inventory
+from aitestbed.errors import AitestbedError
+
+
+@pytest.fixture(scope="module")
+def alcf():
+    return inventory.load("alcf")
+
+
+@pytest.fixture(scope="module")
+def mini():
+    return inventory.load("mini")
+
+
+def test_full_profile_has_the_sites_host_names(alcf):
+    names = {n.name for n in alcf.nodes}
+    assert {"cer-login-01", "cer-login-02", "cer-login-03", "cer-cs2-01", "cer-cs2-02"} <= names
+    assert {"gc-login-01", "gc-login-02"} | {f"gc-poplar-0{i}" for i in range(1, 5)} <= names
+    sn30 = {f"sn30-r{r}-h{h}" for r in range(1, 5) for h in (1, 2)}
+    assert {"sambanova", "sm-01", "sm-02"} | sn30 <= names
+
+
+def test_every_host_belongs_to_one_system_and_class(alcf):
+    for node in alcf.nodes:
+        assert node.system in inventory.SYSTEMS
+        assert node.node_class in {"login", "cs2", "ipu_node", "rdu_node"}
+
+
+def test_cerebras_round_robin_name_is_on_every_cerebras_login_node(alcf):
+    login = [n for n in alcf.nodes if n.system == "cerebras" and n.node_class == "login"]
+    assert len(login) == 3
+    assert all({"cerebras", "cerebras.ai.alcf.anl.gov"} <= set(n.dns_names) for n in login)
+
+
+def test_gc_poplar_01_admits_no_user_over_ssh(alcf):
+    assert alcf.node("gc-poplar-01").ssh_allow_groups == ()
+    assert alcf.node("gc-poplar-02").ssh_allow_groups == ("graphcore",)
+
+
+def test_data_is_mounted_on_sambanova_nodes_only(alcf):
+    for node in alcf.nodes:
+        assert ("/data" in node.mounts) == (node.system == "sambanova")
+        assert {"/home", "/projects", "/software"} <= set(node.mounts)
+
+
+def test_only_login_nodes_publish_ssh(alcf):
+    assert {n.name for n in alcf.nodes if n.ssh_publish} == {
+        "cer-login-01", "cer-login-02", "cer-login-03", "gc-login-01", "gc-login-02", "sambanova"}
+
+
+def test_mini_profile_has_one_login_and_one_or_two_compute_nodes_per_system(mini):
+    for system in inventory.SYSTEMS:
+        nodes = [n for n in mini.nodes if n.system == system]
+        assert sum(n.node_class == "login" for n in nodes) == 1
+        assert 1 <= sum(n.node_class != "login" for n in nodes) <= 2
+
+
+def test_full_is_an_alias_of_alcf():
+    assert inventory.load("full").profile == "alcf"
+
+
+def test_systems_subset():
+    topology = inventory.load("mini", inventory.parse_systems("graphcore,sambanova"))
+    assert topology.systems == ["graphcore", "sambanova"]
+    assert all(n.system != "cerebras" for n in topology.nodes)
+
+
+def test_unknown_profile_system_and_node_are_refused(mini):
+    with pytest.raises(AitestbedError, match="unknown profile 'huge'.*alcf, mini"):
+        inventory.load("huge")
+    with pytest.raises(AitestbedError, match="unknown system 'cray'"):
+        inventory.parse_systems("graphcore,cray")
+    with pytest.raises(AitestbedError, match="unknown node 'gc-poplar-09'"):
+        mini.node("gc-poplar-09")
+
+
+def _write_inventory(tmp_path, body: str):
+    path = tmp_path / "inv.yml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_duplicate_host_key_is_refused(tmp_path):
+    path = _write_inventory(tmp_path, """
+        all:
+          children:
+            graphcore_system:
+              vars: {system: graphcore, node_class: ipu_node}
+              hosts:
+                gc-poplar-02:
+                gc-poplar-02:
+        """)
+    with pytest.raises(AitestbedError, match="duplicate name .gc-poplar-02.*line 8"):
+        inventory.load(str(path))
+
+
+def test_host_in_two_systems_is_refused(tmp_path):
+    path = _write_inventory(tmp_path, """
+        all:
+          children:
+            graphcore_system:
+              vars: {system: graphcore, node_class: ipu_node}
+              hosts: {gc-poplar-02: }
+            sambanova_system:
+              vars: {system: sambanova, node_class: rdu_node}
+              hosts: {gc-poplar-02: }
+        """)
+    with pytest.raises(AitestbedError, match="duplicate host name 'gc-poplar-02'"):
+        inventory.load(str(path))
+
+
+def test_host_without_system_is_refused(tmp_path):
+    path = _write_inventory(tmp_path, """
+        all:
+          hosts:
+            lonely:
+        """)
+    with pytest.raises(AitestbedError, match="host lonely belongs to no system"):
+        inventory.load(str(path))

@@ -1,0 +1,33 @@
+import pytest
+
+from aitestbed import inventory, naming, sshconfig, state
+from aitestbed.errors import AitestbedError
+
+
+def test_every_engine_object_is_prefixed_with_the_cluster_name():
+    assert naming.container_name("ci-1", "gc-poplar-02") == "ci-1-gc-poplar-02"
+    assert naming.network_name("ci-1") == "ci-1-net"
+    assert naming.volume_name("ci-1", "/home") == "ci-1-home"
+
+
+@pytest.mark.parametrize("bad", ["", "Upper", "under_score", "-lead", "x" * 41])
+def test_bad_cluster_names_are_refused(bad):
+    with pytest.raises(AitestbedError, match="invalid cluster name"):
+        naming.check_cluster_name(bad)
+
+
+def test_ssh_config_has_a_host_entry_per_login_node_on_loopback():
+    topology = inventory.load("alcf")
+    cluster = state.ClusterState("p")
+    ports = {"cer-login-01": 22001, "cer-login-02": 22002, "cer-login-03": 22003,
+             "gc-login-01": 22004, "gc-login-02": 22005, "sambanova": 22006}
+    record = state.ClusterRecord("p", "alcf", "", None, "alice", ports)
+    text = sshconfig.render(cluster, record, topology)
+    for node, port in ports.items():
+        block = text.split(f"Host {node} ")[1].split("\n\n")[0]
+        assert "HostName 127.0.0.1" in block and f"Port {port}" in block
+    assert "Host sambanova sambanova.alcf.anl.gov" in text
+    rr = text.split("Host cerebras cerebras.ai.alcf.anl.gov")[1].split("\n\n")[0]
+    assert "aitestbed.relay 22001 22002 22003" in rr
+    assert "User alice" in text and "StrictHostKeyChecking yes" in text
+    assert "gc-poplar" not in text
