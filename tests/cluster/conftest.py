@@ -1,0 +1,84 @@
+"""A uniquely named mini cluster for the whole session, destroyed at the end.
+
+Set AITESTBED_TEST_CLUSTER to run against an existing cluster instead (it is
+then left running).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import testinfra
+
+from aitestbed.naming import container_name
+from aitestbed.state import ClusterState
+
+AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
+NODES = ["cer-cs2-01", "cer-login-01", "gc-login-01", "gc-poplar-01", "gc-poplar-02",
+         "sambanova", "sm-01", "sn30-r1-h1"]
+LOGIN_NODES = ["cer-login-01", "gc-login-01", "sambanova"]
+
+
+@dataclass
+class Cluster:
+    name: str
+    user: str
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 600):
+        result = subprocess.run([*AITESTBED, "--name", self.name, *args], capture_output=True,
+                                text=True, timeout=timeout, check=False)
+        if check and result.returncode:
+            raise AssertionError(f"aitestbed {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    @property
+    def state(self) -> ClusterState:
+        return ClusterState(self.name)
+
+    @property
+    def record(self) -> dict:
+        return json.loads(self.state.record_path.read_text())
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.state.ssh_config_path
+
+    def ssh(self, host: str, command: str, *extra: str, timeout: float = 60):
+        """ssh from the host, as a user does with the generated config."""
+        return subprocess.run(["ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes",
+                               *extra, host, command],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+
+    def host(self, node: str):
+        return testinfra.get_host(f"docker://{container_name(self.name, node)}")
+
+    def container(self, node: str) -> str:
+        return container_name(self.name, node)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    existing = os.environ.get("AITESTBED_TEST_CLUSTER")
+    name = existing or f"ci-{uuid.uuid4().hex[:6]}"
+    user = "learner"
+    os.environ["AITESTBED_USER"] = user
+    c = Cluster(name, user)
+    if not existing:
+        c.cli("up", "--profile", "mini", timeout=1800)
+    try:
+        yield c
+    finally:
+        if not existing:
+            c.cli("destroy", check=False)
+
+
+@pytest.fixture(params=NODES)
+def node(request, cluster):
+    return request.param

@@ -1,0 +1,24 @@
+"""site.yml converges a running cluster and is idempotent."""
+
+import re
+
+
+def _recap(output: str) -> dict[str, dict[str, int]]:
+    recap = {}
+    for line in output.split("PLAY RECAP")[-1].splitlines():
+        match = re.match(r"^(\S+)\s+:\s+(.*)$", line.strip())
+        if match:
+            recap[match.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)",
+                                                                         match.group(2))}
+    return recap
+
+
+def test_site_yml_changes_nothing_on_a_fresh_cluster_and_is_idempotent(cluster):
+    for attempt in ("first", "second"):
+        result = cluster.cli("playbook", "site", check=False)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+        recap = _recap(result.stdout)
+        assert len(recap) == 8, result.stdout[-2000:]
+        changed = {h: r["changed"] for h, r in recap.items() if r["changed"]}
+        assert changed == {}, f"{attempt} run changed {changed}"
+        assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap.values())

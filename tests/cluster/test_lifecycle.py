@@ -1,0 +1,87 @@
+"""up is idempotent, repairs what was stopped behind its back, and keeps user data."""
+
+import json
+import socket
+
+import docker
+
+from .conftest import LOGIN_NODES, NODES
+
+
+def _started_at(cluster):
+    client = docker.from_env()
+    return {n: client.containers.get(cluster.container(n)).attrs["State"]["StartedAt"]
+            for n in NODES}
+
+
+def test_status_and_wait_report_every_node_ready(cluster):
+    status = cluster.cli("status")
+    for node in NODES:
+        assert any(line.split()[:1] == [node] and " ready " in line
+                   for line in status.stdout.splitlines()), status.stdout
+    assert "8/8 nodes ready" in status.stderr
+    assert "ready" in cluster.cli("wait", "--timeout", "30").stderr
+
+
+def test_up_on_a_running_cluster_changes_nothing(cluster):
+    before = _started_at(cluster)
+    cluster.cli("up")
+    assert _started_at(cluster) == before
+
+
+def test_a_node_stopped_behind_the_clis_back_is_repaired_by_up(cluster):
+    docker.from_env().containers.get(cluster.container("gc-poplar-02")).stop()
+    status = cluster.cli("status")
+    assert "7/8 nodes ready" in status.stderr
+    cluster.cli("up")
+    assert "8/8 nodes ready" in cluster.cli("status").stderr
+
+
+def test_down_then_up_keeps_home_and_projects(cluster):
+    user = cluster.user
+    login = cluster.host("gc-login-01")
+    login.check_output(f"su {user} -c 'echo kept > /home/{user}/kept.txt'")
+    login.check_output("mkdir -p /projects/demo && echo kept > /projects/demo/kept.txt")
+    cluster.cli("down")
+    states = {docker.from_env().containers.get(cluster.container(n)).status for n in NODES}
+    assert states == {"exited"}
+    cluster.cli("up")
+    for node in ("sambanova", "gc-poplar-02"):
+        host = cluster.host(node)
+        assert host.file(f"/home/{user}/kept.txt").content_string == "kept\n"
+        assert host.file("/projects/demo/kept.txt").content_string == "kept\n"
+    assert cluster.ssh("sambanova", "cat kept.txt").stdout == "kept\n"
+
+
+def test_a_taken_ssh_port_is_a_clear_error(cluster):
+    port = cluster.record["ports"]["sambanova"]
+    cluster.cli("down")
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squatter.bind(("127.0.0.1", port))
+    squatter.listen()
+    try:
+        result = cluster.cli("up", check=False)
+        assert result.returncode == 1
+        assert f"port 127.0.0.1:{port} for sambanova's ssh is already in use" in result.stderr
+        assert "Traceback" not in result.stderr
+    finally:
+        squatter.close()
+    cluster.cli("up")
+    assert json.loads(cluster.state.record_path.read_text())["ports"]["sambanova"] == port
+    for login in LOGIN_NODES:
+        assert cluster.ssh(login, "true").returncode == 0
+
+
+def test_a_second_cluster_lives_beside_the_first(cluster, tmp_path):
+    from .conftest import Cluster
+
+    other = Cluster(cluster.name + "-b", cluster.user)
+    try:
+        other.cli("up", "--profile", "mini", "--systems", "graphcore")
+        assert other.ssh("gc-login-01", "hostname").stdout.strip() == "gc-login-01"
+        assert set(other.record["ports"].values()).isdisjoint(cluster.record["ports"].values())
+        assert cluster.ssh("gc-login-01", "true").returncode == 0
+    finally:
+        other.cli("destroy", check=False)
+    assert "8/8 nodes ready" in cluster.cli("status").stderr
