@@ -101,13 +101,15 @@ def status(ctx: click.Context) -> None:
                      f"127.0.0.1:{port}" if port else "-", health.summary))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])
+        cells = [c.ljust(w) for c, w in zip(row, widths, strict=False)]
+        click.echo("  ".join([*cells, row[-1]]))
     ready = sum(h.ready for h in healths.values())
     click.echo(f"\n{ready}/{len(healths)} nodes ready", err=True)
 
 
 @cli.command()
-@click.option("--timeout", default=300.0, show_default=True, help="Give up after this many seconds.")
+@click.option("--timeout", default=300.0, show_default=True,
+              help="Give up after this many seconds.")
 @click.pass_context
 def wait(ctx: click.Context, timeout: float) -> None:
     """Block until every node and service of the cluster is ready."""
@@ -142,10 +144,11 @@ def ssh_config(ctx: click.Context, output: str | None) -> None:
 
 @cli.command()
 @click.argument("node")
-@click.option("--user", "-u", default=None, help="Log in as this user (default root).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--user", "-u", default=None, help="Run as this user (default root).")
 @click.pass_context
-def shell(ctx: click.Context, node: str, user: str | None) -> None:
-    """Open a shell on NODE (or run `--` COMMAND there)."""
+def shell(ctx: click.Context, node: str, command: tuple[str, ...], user: str | None) -> None:
+    """Open a login shell on NODE, or run COMMAND there (aitestbed shell NODE -- CMD ...)."""
     state = _state(ctx)
     record = state.load()
     name = load_inventory(record.profile, record.systems).node(node).name
@@ -158,6 +161,8 @@ def shell(ctx: click.Context, node: str, user: str | None) -> None:
     if user:
         argv += ["-u", user, "-w", f"/home/{user}"]
     argv += [container_name(state.name, name), "bash", "-l"]
+    if command:
+        argv += ["-c", " ".join(command)]  # as ssh joins its arguments
     os.execv(docker, argv)
 
 
@@ -166,7 +171,7 @@ def shell(ctx: click.Context, node: str, user: str | None) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
-    """Run playbooks/PLAYBOOK.yml (e.g. site) against this cluster's nodes."""
+    """Run playbooks/PLAYBOOK.yml against this cluster: aitestbed playbook site."""
     from .playbook import run_playbook  # noqa: PLC0415
 
     state = _state(ctx)

@@ -23,6 +23,7 @@ def connect() -> docker.DockerClient:
     api = tuple(int(p) for p in version.get("ApiVersion", "0.0").split(".")[:2])
     if api < MIN_API:
         raise AitestbedError(
-            f"the Docker engine speaks API {version.get('ApiVersion')}; aitestbed needs 1.41 or newer"
+            f"the Docker engine speaks API {version.get('ApiVersion')}; "
+            "aitestbed needs 1.41 or newer"
         )
     return client

@@ -93,7 +93,7 @@ def ensure_node_os(client: docker.DockerClient, nocache: bool = False) -> str:
                 raise BuildError(chunk["error"], [])
             line = chunk.get("stream", "").strip()
             if line.startswith("Step "):
-                say(f"  {line}")
+                say(f"  {line[:110]}")
     except (BuildError, APIError) as err:
         raise AitestbedError(f"building {tag} failed: {str(err).strip()}") from None
     say(f"built {tag} in {time.monotonic() - started:.0f} s")

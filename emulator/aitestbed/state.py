@@ -105,7 +105,8 @@ class ClusterState:
     def load(self) -> ClusterRecord:
         if not self.exists():
             raise AitestbedError(
-                f"cluster {self.name!r} does not exist: create it with `aitestbed up --name {self.name}`"
+                f"cluster {self.name!r} does not exist: "
+                f"create it with `aitestbed up --name {self.name}`"
             )
         return ClusterRecord(**json.loads(self.record_path.read_text()))
 

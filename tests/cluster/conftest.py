@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import testinfra
-
 from aitestbed.naming import container_name
 from aitestbed.state import ClusterState
 

@@ -1,7 +1,6 @@
 import textwrap
 
 import pytest
-
 from aitestbed import inventory
 from aitestbed.errors import AitestbedError
 

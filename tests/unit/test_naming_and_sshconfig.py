@@ -1,5 +1,4 @@
 import pytest
-
 from aitestbed import inventory, naming, sshconfig, state
 from aitestbed.errors import AitestbedError
 

@@ -2,7 +2,6 @@ import json
 import stat
 
 import pytest
-
 from aitestbed import inventory, state
 from aitestbed.errors import AitestbedError
 
