@@ -79,6 +79,8 @@ def ensure_base(client: docker.DockerClient) -> str:
 
 
 def ensure_node_os(client: docker.DockerClient, nocache: bool = False) -> str:
+    """The OS layer; AITESTBED_NO_CACHE=1 builds it without Docker's layer cache."""
+    nocache = nocache or os.environ.get("AITESTBED_NO_CACHE") == "1"
     base = ensure_base(client)
     context = project_root() / "images" / "node-os"
     tag = f"{prefix()}/node-os:" + _tree_digest([context], [client.images.get(base).id])
@@ -154,7 +156,21 @@ def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict
         for container in containers.values():
             container.remove(force=True)
     say(f"built {', '.join(tags[c] for c in missing)} in {time.monotonic() - started:.0f} s")
+    _prune(client, [tags[c] for c in missing])
     return tags
+
+
+def _prune(client: docker.DockerClient, current: list[str]) -> None:
+    """Remove superseded tags of the rebuilt classes that no container uses."""
+    for tag in current:
+        repository = tag.rsplit(":", 1)[0]
+        for image in client.images.list(name=repository):
+            if tag in image.tags:
+                continue
+            try:
+                client.images.remove(image.id)
+            except APIError:  # a container (of some cluster) still runs from it
+                continue
 
 
 def _apply_image_playbook(containers: dict, run_id: str) -> None:
