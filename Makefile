@@ -34,8 +34,7 @@ images: venv engine
 
 cluster-up: venv engine
 	$(AITESTBED) up --profile $(PROFILE) $(if $(SYSTEMS),--systems $(SYSTEMS))
-	@$(AITESTBED) ssh-config -o $(HOME)/.ssh/aitestbed-$(NAME).conf 2>/dev/null \
-	  || { mkdir -p -m 700 $(HOME)/.ssh && $(AITESTBED) ssh-config -o $(HOME)/.ssh/aitestbed-$(NAME).conf; }
+	@mkdir -p -m 700 $(HOME)/.ssh && $(AITESTBED) ssh-config -o $(HOME)/.ssh/aitestbed-$(NAME).conf
 	@echo "log in: ssh -F $(HOME)/.ssh/aitestbed-$(NAME).conf gc-login-01   (or cer-login-01, sambanova)"
 
 cluster-down: venv

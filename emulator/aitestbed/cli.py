@@ -8,12 +8,16 @@ import sys
 import time
 
 import click
+from docker.errors import DockerException
 
-from . import lifecycle
+from . import images, lifecycle, sshconfig
+from .engine import connect
 from .errors import AitestbedError
+from .health import probe_all, wait_ready
 from .inventory import load as load_inventory
 from .inventory import parse_systems
 from .naming import check_cluster_name, container_name
+from .playbook import run_playbook
 from .state import ClusterState, practice_user_name
 
 DEFAULT_CLUSTER = "aitestbed"
@@ -56,9 +60,7 @@ def up(ctx: click.Context, profile: str | None, systems: str | None, wait: bool,
     topology = lifecycle.up(name, profile, parse_systems(systems), practice_user_name(),
                             wait=wait, timeout=timeout)
     state = _state(ctx)
-    from .sshconfig import write  # noqa: PLC0415
-
-    path = write(state, state.load(), topology)
+    path = sshconfig.write(state, state.load(), topology)
     verb = "ready" if wait else "started"
     click.echo(f"cluster {name!r} {verb}: {len(topology.nodes)} nodes in "
                f"{time.monotonic() - started:.1f} s; ssh -F {path} <login node>", err=True)
@@ -84,8 +86,6 @@ def destroy(ctx: click.Context) -> None:
 @click.pass_context
 def status(ctx: click.Context) -> None:
     """Nodes and services with their health."""
-    from .engine import connect  # noqa: PLC0415
-    from .health import probe_all  # noqa: PLC0415
 
     state = _state(ctx)
     record = state.load()
@@ -113,8 +113,6 @@ def status(ctx: click.Context) -> None:
 @click.pass_context
 def wait(ctx: click.Context, timeout: float) -> None:
     """Block until every node and service of the cluster is ready."""
-    from .engine import connect  # noqa: PLC0415
-    from .health import wait_ready  # noqa: PLC0415
 
     state = _state(ctx)
     record = state.load()
@@ -130,11 +128,10 @@ def wait(ctx: click.Context, timeout: float) -> None:
 @click.pass_context
 def ssh_config(ctx: click.Context, output: str | None) -> None:
     """An ssh_config with a Host entry per login node (ssh -F FILE cer-login-01)."""
-    from .sshconfig import render  # noqa: PLC0415
 
     state = _state(ctx)
     record = state.load()
-    text = render(state, record, load_inventory(record.profile, record.systems))
+    text = sshconfig.render(state, record, load_inventory(record.profile, record.systems))
     if output:
         with open(output, "w") as out:
             out.write(text)
@@ -172,7 +169,6 @@ def shell(ctx: click.Context, node: str, command: tuple[str, ...], user: str | N
 @click.pass_context
 def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     """Run playbooks/PLAYBOOK.yml against this cluster: aitestbed playbook site."""
-    from .playbook import run_playbook  # noqa: PLC0415
 
     state = _state(ctx)
     record = state.load()
@@ -187,8 +183,6 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
 @click.option("--no-cache", is_flag=True, help="Rebuild the OS layer from scratch.")
 def build(profile: str, no_cache: bool) -> None:
     """Build the node images (done by `up` when they are missing)."""
-    from . import images  # noqa: PLC0415
-    from .engine import connect  # noqa: PLC0415
 
     client = connect()
     if no_cache:
@@ -211,13 +205,9 @@ def main() -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
-    except Exception as err:  # noqa: BLE001 - engine/API failures: one line, no traceback
-        from docker.errors import DockerException  # noqa: PLC0415
-
-        if isinstance(err, DockerException):
-            click.echo(f"aitestbed: error: Docker engine: {err}", err=True)
-            sys.exit(1)
-        raise
+    except DockerException as err:  # engine/API failures: one line, no traceback
+        click.echo(f"aitestbed: error: Docker engine: {err}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

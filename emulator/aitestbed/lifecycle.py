@@ -14,6 +14,7 @@ import docker
 from docker.errors import APIError, NotFound
 
 from . import images
+from .engine import connect
 from .errors import AitestbedError
 from .health import wait_ready
 from .inventory import PROFILE_ALIASES, Node, Topology
@@ -72,8 +73,6 @@ def _assign_ports(state: ClusterState, topology: Topology, record: ClusterRecord
 
 def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
        wait: bool = True, timeout: float = 180) -> Topology:
-    from .engine import connect  # noqa: PLC0415 - keep `--help` free of the docker import
-
     client = connect()
     state = ClusterState(name)
     record = _record(state, profile, systems, user)
@@ -172,8 +171,6 @@ def _create(client, state: ClusterState, record: ClusterRecord, network, image: 
 
 
 def down(name: str) -> int:
-    from .engine import connect  # noqa: PLC0415
-
     client = connect()
     ClusterState(name).load()
     containers = [c for c in cluster_containers(client, name) if c.status != "exited"]
@@ -183,8 +180,6 @@ def down(name: str) -> int:
 
 
 def destroy(name: str) -> list[str]:
-    from .engine import connect  # noqa: PLC0415
-
     client = connect()
     state = ClusterState(name)
     removed = []

@@ -17,7 +17,6 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
-
 from aitestbed.naming import LABEL_CLUSTER
 
 CLI = [sys.executable, "-m", "aitestbed.cli"]

@@ -83,3 +83,15 @@ def test_free_port_skips_ports_other_clusters_recorded(isolated_state):
     assert taken == {22001, 22002}
     port = state.free_port(taken)
     assert port not in taken and port in state.PORT_RANGE
+
+
+def test_an_existing_cluster_keeps_its_profile_and_systems(isolated_state):
+    from aitestbed import lifecycle
+
+    cluster, _ = _prepared("kept", profile="mini")
+    assert lifecycle._record(cluster, None, None, "other").user == "alice"
+    assert lifecycle._record(cluster, "mini", None, "alice").profile == "mini"
+    with pytest.raises(AitestbedError, match="created with profile 'mini'"):
+        lifecycle._record(cluster, "alcf", None, "alice")
+    with pytest.raises(AitestbedError, match="created with systems all"):
+        lifecycle._record(cluster, None, ["graphcore"], "alice")
