@@ -2,7 +2,7 @@
 
 For each profile: warm first `up` (images built, new cluster), `wait` on a
 ready cluster, restart (`down` then `up`), idle memory of all containers and
-image sizes. With BENCH_COLD=1 also a cold full `up`: every image rebuilt
+image sizes. With BENCH_COLD=1 also a cold `up` per profile: every image rebuilt
 from nothing (own image prefix, no build cache, debootstrap included), then
 those images are removed again.
 """
@@ -69,12 +69,12 @@ def bench_profile(client: docker.DockerClient, profile: str) -> dict[str, float]
     return figures
 
 
-def bench_cold(client: docker.DockerClient) -> float:
+def bench_cold(client: docker.DockerClient, profile: str) -> float:
     prefix = f"aitestbed-cold-{uuid.uuid4().hex[:4]}"
     name = f"bench-cold-{uuid.uuid4().hex[:4]}"
     env = {"AITESTBED_IMAGE_PREFIX": prefix, "AITESTBED_NO_CACHE": "1"}
     try:
-        return timed("--name", name, "up", "--profile", "alcf", env=env)
+        return timed("--name", name, "up", "--profile", profile, env=env)
     finally:
         subprocess.run([*CLI, "--name", name, "destroy"], capture_output=True, check=False)
         for tag, _ in image_sizes(client, prefix):
@@ -89,7 +89,8 @@ def main() -> None:
         for label, value in bench_profile(client, profile).items():
             print(f"  {label:<36} {value:8.1f}")
     if os.environ.get("BENCH_COLD") == "1":
-        print("\ncold full up, nothing built (s)", f"{bench_cold(client):8.1f}")
+        for profile in PROFILES:
+            print(f"\ncold up of {profile}, nothing built (s)   {bench_cold(client, profile):8.1f}")
     print("\nimages")
     for tag, size in image_sizes(client):
         print(f"  {tag:<44} {size / 1e9:6.2f} GB")
