@@ -85,3 +85,13 @@ def test_a_second_cluster_lives_beside_the_first(cluster, tmp_path):
     finally:
         other.cli("destroy", check=False)
     assert "8/8 nodes ready" in cluster.cli("status").stderr
+
+
+def test_a_node_removed_behind_the_clis_back_is_recreated_with_its_identity(cluster):
+    docker.from_env().containers.get(cluster.container("sn30-r1-h1")).remove(force=True)
+    assert "missing" in cluster.cli("status").stdout
+    cluster.cli("up")
+    # Same host key (known hosts still match), same account, same shared home.
+    result = cluster.ssh("sambanova", "ssh -o BatchMode=yes sn30-r1-h1 'hostname; id -u'")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["sn30-r1-h1", "10001"]
