@@ -118,8 +118,11 @@ def build_wheelhouse() -> Path:
     shutil.rmtree(wheelhouse, ignore_errors=True)
     wheelhouse.mkdir(parents=True)
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    # A fixed SOURCE_DATE_EPOCH makes the wheel byte-for-byte reproducible, so a rebuilt
+    # wheelhouse equals the one in the images and site.yml finds nothing to copy.
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheelhouse),
-                    str(root)], check=True, stdout=subprocess.DEVNULL)
+                    str(root)], check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"})
     requirements = root / "images" / "cluster-requirements.txt"
     wanted = [ln for ln in requirements.read_text().splitlines()
               if ln.strip() and not ln.lstrip().startswith("#")]
