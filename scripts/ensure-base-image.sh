@@ -25,8 +25,10 @@ if ! command -v debootstrap >/dev/null 2>&1; then
     log "debootstrap is missing: install it (Debian package debootstrap) or make debian:bookworm-slim available"
     exit 1
   fi
-  log "installing debootstrap"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+  log "installing debootstrap (apt-get update && apt-get install debootstrap)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
 fi
 rootfs=$(mktemp -d /var/tmp/aitestbed-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
