@@ -188,7 +188,8 @@ def _apply_image_playbook(containers: dict, run_id: str) -> None:
         yaml.safe_dump(inventory, inv)
     try:
         result = run_playbook("image", [Path(inv.name)],
-                              extra_vars=[f"@{root / 'inventory' / 'group_vars' / 'all.yml'}"],
+                              extra_vars=[f"@{root / 'inventory' / 'group_vars' / 'all.yml'}",
+                                          '{"image_build": true}'],
                               log=log)
     finally:
         os.unlink(inv.name)

@@ -41,6 +41,9 @@ class Node:
     ssh_publish: bool = False
     ssh_port: int | None = None
     mounts: tuple[str, ...] = ()
+    volumes: tuple[str, ...] = ()  # node-local directories kept on a volume of their own
+    services: tuple[str, ...] = ()  # runit services enabled besides sshd
+    slurm_cluster: str = ""
 
     @property
     def fqdn(self) -> str:
@@ -175,6 +178,9 @@ def _node(name: str, hv: dict) -> Node:
         ssh_publish=bool(hv.get("ssh_publish")),
         ssh_port=int(port) if port else None,
         mounts=tuple(hv.get("shared_storage_mounts") or ()),
+        volumes=tuple(hv.get("node_volumes") or ()),
+        services=tuple(hv.get("node_services") or ()),
+        slurm_cluster=hv.get("slurm_cluster") or "",
     )
 
 

@@ -26,6 +26,7 @@ from .naming import (
     LABEL_SYSTEM,
     container_name,
     network_name,
+    node_volume_name,
     volume_name,
 )
 from .state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
@@ -85,7 +86,10 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     tags = images.ensure_class_images(client, topology.node_classes)
     network = _ensure_network(client, name)
     for mount in sorted({m for n in topology.nodes for m in n.mounts}):
-        _ensure_volume(client, name, mount)
+        _ensure_volume(client, name, volume_name(name, mount), mount)
+    for node in topology.nodes:
+        for path in node.volumes:
+            _ensure_volume(client, name, node_volume_name(name, node.name, path), path)
 
     existing = {c.labels.get(LABEL_NODE): c for c in cluster_containers(client, name)}
     _check_ports(topology, record, existing)
@@ -107,12 +111,11 @@ def _ensure_network(client: docker.DockerClient, name: str):
                                       labels={LABEL_CLUSTER: name})
 
 
-def _ensure_volume(client: docker.DockerClient, name: str, mount: str) -> None:
+def _ensure_volume(client: docker.DockerClient, name: str, volume: str, mount: str) -> None:
     try:
-        client.volumes.get(volume_name(name, mount))
+        client.volumes.get(volume)
     except NotFound:
-        client.volumes.create(volume_name(name, mount),
-                              labels={LABEL_CLUSTER: name, "aitestbed.mount": mount})
+        client.volumes.create(volume, labels={LABEL_CLUSTER: name, "aitestbed.mount": mount})
 
 
 def _check_ports(topology: Topology, record: ClusterRecord, existing: dict) -> None:
@@ -152,6 +155,8 @@ def _create(client, state: ClusterState, record: ClusterRecord, network, image: 
     }
     for mount in node.mounts:
         binds[volume_name(state.name, mount)] = {"bind": mount, "mode": "rw"}
+    for path in node.volumes:
+        binds[node_volume_name(state.name, node.name, path)] = {"bind": path, "mode": "rw"}
     port = record.ports.get(node.name)
     host_config = api.create_host_config(
         binds=binds,

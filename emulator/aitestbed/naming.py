@@ -37,3 +37,8 @@ def network_name(cluster: str) -> str:
 def volume_name(cluster: str, mount_point: str) -> str:
     """`/home` of cluster `ci-1` is the volume `ci-1-home`."""
     return f"{cluster}-{mount_point.strip('/').replace('/', '-')}"
+
+
+def node_volume_name(cluster: str, node: str, path: str) -> str:
+    """`/var/spool/slurmctld` of node `gc-slurmctld` in `ci-1`: `ci-1-gc-slurmctld-var-spool-slurmctld`."""
+    return f"{cluster}-{node}-{path.strip('/').replace('/', '-')}"

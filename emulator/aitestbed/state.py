@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from .errors import AitestbedError
+from . import slurmconf
 from .inventory import Node, Topology
 from .naming import container_name
 
@@ -143,9 +144,24 @@ class ClusterState:
             self._write(self.node_dir(node.name) / "node.json", json.dumps({
                 "name": node.name, "system": node.system, "node_class": node.node_class,
                 "fqdn": node.fqdn, "ssh_allow_groups": list(node.ssh_allow_groups),
-                "mounts": list(node.mounts),
+                "mounts": list(node.mounts), "services": list(node.services),
+                "slurm_cluster": node.slurm_cluster,
             }, indent=2) + "\n")
         self._render_inventory(topology, record)
+        self._slurm(topology)
+
+    def _slurm(self, topology: Topology) -> None:
+        """The munge key (one per cluster) and each Slurm cluster's configuration."""
+        rendered = slurmconf.render(topology)
+        if not rendered:
+            return
+        key = self.common_dir / "munge.key"
+        if not key.is_file():
+            key.write_bytes(os.urandom(1024))
+            key.chmod(0o600)
+        for cluster, files in rendered.items():
+            for name, text in files.items():
+                self._write(self.common_dir / "slurm" / cluster / name, text)
 
     def _host_key(self, node: Node) -> str:
         key = self.node_dir(node.name) / "ssh_host_ed25519_key"

@@ -3,10 +3,11 @@
 Everything per class is in the image (roles applied at build). What differs per
 cluster or host is read from the state directory the CLI mounts read-only:
   /etc/aitestbed/node/     node.json and this host's ssh host key
-  /etc/aitestbed/cluster/  accounts.json, ssh_known_hosts, users' cluster keys
+  /etc/aitestbed/cluster/  accounts.json, ssh_known_hosts, users' cluster keys,
+                           munge.key and slurm/<slurm cluster>/ (rendered configuration)
 It runs at every container start and is idempotent. The files it writes are the
-same ones the roles write under `site.yml` (roles/sshd, roles/accounts), so a
-converging `site.yml` run finds nothing to change.
+same ones the roles write under `site.yml` (roles/sshd, roles/accounts, roles/munge,
+roles/slurm_client), so a converging `site.yml` run finds nothing to change.
 """
 
 from __future__ import annotations
@@ -94,6 +95,23 @@ def ensure_home(user: dict) -> None:
                      uid, gid)
 
 
+def configure_slurm(slurm_cluster: str) -> None:
+    """The cluster's munge key and this host's Slurm cluster configuration."""
+    munge = pwd.getpwnam("munge")
+    install_file(CLUSTER / "munge.key", Path("/etc/munge/munge.key"), 0o400,
+                 munge.pw_uid, munge.pw_gid)
+    for source in sorted((CLUSTER / "slurm" / slurm_cluster).iterdir()):
+        install_file(source, Path("/etc/slurm") / source.name, 0o644)
+
+
+def enable_services(services: list[str]) -> None:
+    """Link the host's services into runit's directory (the roles do the same)."""
+    for service in services:
+        link = Path("/etc/service") / service
+        if not link.is_symlink():
+            link.symlink_to(Path("/etc/sv") / service)
+
+
 def main() -> None:
     READY.unlink(missing_ok=True)
     node = json.loads((NODE / "node.json").read_text())
@@ -104,6 +122,10 @@ def main() -> None:
                  Path("/etc/ssh/ssh_host_ed25519_key.pub"), 0o644)
     install_file(CLUSTER / "ssh_known_hosts", Path("/etc/ssh/ssh_known_hosts"), 0o644)
     install_file(sshd_access(node["ssh_allow_groups"]), ACCESS_DROPIN, 0o644)
+
+    if node["slurm_cluster"]:
+        configure_slurm(node["slurm_cluster"])
+    enable_services(node["services"])
 
     ensure_groups(accounts["groups"])
     for user in accounts["users"]:

@@ -1,0 +1,125 @@
+"""Slurm's prolog and epilog hooks: the devices a job holds.
+
+  vipu-prolog / vipu-epilog  PrologSlurmctld / EpilogSlurmctld on the Graphcore
+      controller: ask the V-IPU server for the partition slurm_<jobid> holding
+      exactly the job's IPUs on each of its nodes, and remove it at the end.
+  rdu-prolog / rdu-epilog    Prolog / Epilog (PrologFlags=Alloc) on SambaNova
+      nodes: record which RDUs and tiles of this node the job holds.
+A failing prolog makes Slurm requeue and hold the job, as with real hardware.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+from ..vipu.client import VipuClient, VipuError
+from .jobinfo import SlurmCommandError, job_gres
+
+SLURM_SETTINGS = Path("/etc/slurm/aitestbed.json")
+RDU_RECORDS = Path("/var/lib/aitestbed/rdu/allocations.json")
+RDUS_PER_NODE = 8  # DataScale SN10-8 and SN30-8
+
+
+def _settings() -> dict:
+    return json.loads(SLURM_SETTINGS.read_text())
+
+
+def _job() -> tuple[str, str]:
+    return os.environ["SLURM_JOB_ID"], os.environ.get("SLURM_JOB_USER", "")
+
+
+def partition_name(job_id: str) -> str:
+    return f"slurm_{job_id}"
+
+
+def vipu_prolog() -> None:
+    job_id, user = _job()
+    counts = {node: gres["ipu"] for node, gres in job_gres(job_id).items() if gres.get("ipu")}
+    if counts:
+        VipuClient(host=_settings()["vipu_server"]).create_partition(
+            partition_name(job_id), counts, job_id=job_id, user=user)
+
+
+def vipu_epilog() -> None:
+    job_id, _ = _job()
+    try:
+        VipuClient(host=_settings()["vipu_server"]).remove_partition(partition_name(job_id))
+    except VipuError as err:
+        if err.status != 404:  # a job without IPUs has no partition
+            raise
+
+
+def tile_names(rdu: int, tiles_per_rdu: int) -> list[str]:
+    """RDU n of an 8-RDU node is RDU_(n%2) of XRDU_(n//2), as snconfig lists them."""
+    return [f"/XRDU_{rdu // 2}/RDU_{rdu % 2}/TILE_{t}" for t in range(tiles_per_rdu)]
+
+
+def assign_rdus(records: dict, job_id: str, user: str, count: int, total: int,
+                tiles_per_rdu: int) -> dict:
+    """Give the job the lowest free RDUs of this node (Slurm guarantees the count)."""
+    jobs = records.setdefault("jobs", {})
+    if job_id in jobs:
+        return jobs[job_id]
+    held = {r for job in jobs.values() for r in job["rdus"]}
+    free = [r for r in range(total) if r not in held]
+    if count > len(free):
+        raise RuntimeError(f"job {job_id} needs {count} RDUs, {len(free)} are free")
+    rdus = free[:count]
+    jobs[job_id] = {"user": user, "rdus": rdus,
+                    "tiles": [t for r in rdus for t in tile_names(r, tiles_per_rdu)]}
+    return jobs[job_id]
+
+
+def _with_rdu_records(change) -> None:
+    RDU_RECORDS.parent.mkdir(parents=True, exist_ok=True)
+    with open(RDU_RECORDS.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        records = json.loads(RDU_RECORDS.read_text()) if RDU_RECORDS.is_file() else {}
+        change(records)
+        tmp = RDU_RECORDS.with_name(f".{RDU_RECORDS.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
+        tmp.chmod(0o644)
+        tmp.replace(RDU_RECORDS)
+
+
+def rdu_prolog() -> None:
+    job_id, user = _job()
+    node = socket.gethostname().split(".")[0]
+    count = job_gres(job_id).get(node, {}).get("rdu", 0)
+    tiles = _settings()["rdu_tiles"]
+
+    def change(records: dict) -> None:
+        records.update(node=node, rdus=RDUS_PER_NODE, tiles_per_rdu=tiles)
+        assign_rdus(records, job_id, user, count, RDUS_PER_NODE, tiles)
+
+    _with_rdu_records(change)
+
+
+def rdu_epilog() -> None:
+    job_id, _ = _job()
+    _with_rdu_records(lambda records: records.setdefault("jobs", {}).pop(job_id, None))
+
+
+HOOKS = {"vipu-prolog": vipu_prolog, "vipu-epilog": vipu_epilog,
+         "rdu-prolog": rdu_prolog, "rdu-epilog": rdu_epilog}
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or argv[0] not in HOOKS:
+        sys.exit(f"usage: python -m aitestbed.slurm.hooks {{{','.join(HOOKS)}}}")
+    try:
+        HOOKS[argv[0]]()
+    except (VipuError, SlurmCommandError, RuntimeError, OSError, KeyError, ValueError) as err:
+        print(f"aitestbed {argv[0]}: job {os.environ.get('SLURM_JOB_ID', '?')}: {err}",
+              file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

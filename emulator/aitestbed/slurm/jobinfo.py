@@ -1,0 +1,54 @@
+"""What Slurm allocated to a job, read from `scontrol show job -d -o`.
+
+Generic resources are count-only here (no device files), so Slurm knows how
+many IPUs or RDUs a job holds on each node but not which: the V-IPU server and
+the RDU records choose the devices.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+_NODE_ENTRY = re.compile(r"\bNodes=(\S+) CPU_IDs=\S+ Mem=\S+(?: GRES=(\S*))?")
+_GRES_ITEM = re.compile(r"([a-z]+)(?::[^(:,]+)?(?::(\d+))?\((?:IDX:[^)]*|CNT:(\d+))\)")
+
+
+class SlurmCommandError(RuntimeError):
+    pass
+
+
+def scontrol(*args: str) -> str:
+    result = subprocess.run(["scontrol", *args], capture_output=True, text=True, check=False)
+    if result.returncode:
+        raise SlurmCommandError(result.stderr.strip() or f"scontrol {' '.join(args)} failed")
+    return result.stdout
+
+
+def expand_hostlist(hostlist: str) -> list[str]:
+    if "[" not in hostlist:
+        return [h for h in hostlist.split(",") if h]
+    return scontrol("show", "hostnames", hostlist).split()
+
+
+def parse_gres(gres: str) -> dict[str, int]:
+    """`ipu(CNT:4)` or `rdu:2(CNT:2)` -> {"ipu": 4}."""
+    counts: dict[str, int] = {}
+    for match in _GRES_ITEM.finditer(gres or ""):
+        name, typed_count, cnt = match.groups()
+        counts[name] = counts.get(name, 0) + int(cnt or typed_count or 0)
+    return counts
+
+
+def gres_per_node(detail: str) -> dict[str, dict[str, int]]:
+    """node -> gres name -> count, from the one-line `scontrol show job -d -o` text."""
+    allocation: dict[str, dict[str, int]] = {}
+    for hostlist, gres in _NODE_ENTRY.findall(detail):
+        counts = parse_gres(gres)
+        for host in expand_hostlist(hostlist):
+            allocation[host] = counts
+    return allocation
+
+
+def job_gres(job_id: str) -> dict[str, dict[str, int]]:
+    return gres_per_node(scontrol("show", "job", "-d", "-o", job_id))

@@ -1,0 +1,72 @@
+"""Talk to the V-IPU server (IPUOF_VIPU_API_HOST / IPUOF_VIPU_API_PORT)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+DEFAULT_PORT = 8090
+
+
+class VipuError(RuntimeError):
+    def __init__(self, message: str, status: int = 0):
+        super().__init__(message)
+        self.status = status
+
+
+class VipuClient:
+    def __init__(self, host: str | None = None, port: int | None = None, timeout: float = 10):
+        self.host = host or os.environ.get("IPUOF_VIPU_API_HOST", "vipu")
+        self.port = int(port or os.environ.get("IPUOF_VIPU_API_PORT", DEFAULT_PORT))
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            f"http://{self.host}:{self.port}/api/v1{path}", data=data, method=method,
+            headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            try:
+                message = json.loads(err.read()).get("error", str(err))
+            except ValueError:
+                message = str(err)
+            raise VipuError(message, err.code) from None
+        except (urllib.error.URLError, OSError) as err:
+            raise VipuError(f"V-IPU server {self.host}:{self.port} does not answer: "
+                            f"{getattr(err, 'reason', err)}") from None
+
+    def ping(self) -> dict:
+        return self._call("GET", "/ping")
+
+    def pod(self) -> dict:
+        return self._call("GET", "/pod")
+
+    def partitions(self) -> list[dict]:
+        return self._call("GET", "/partitions")["partitions"]
+
+    def partition(self, name: str) -> dict:
+        return self._call("GET", f"/partitions/{name}")
+
+    def create_partition(self, name: str, hosts: dict[str, int], job_id: str = "",
+                         user: str = "") -> dict:
+        return self._call("PUT", f"/partitions/{name}",
+                          {"hosts": hosts, "job_id": job_id, "user": user})
+
+    def remove_partition(self, name: str) -> None:
+        self._call("DELETE", f"/partitions/{name}")
+
+
+if __name__ == "__main__":
+    # `python -m aitestbed.vipu.client ping`: the service's health check.
+    try:
+        print(json.dumps(VipuClient(host=os.environ.get("IPUOF_VIPU_API_HOST", "localhost"))
+                         .ping()))
+    except VipuError as err:
+        print(err, file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,124 @@
+"""The V-IPU server: an HTTP/JSON service owning one POD's IPUs and partitions.
+
+  GET    /api/v1/ping                    {"status": "ok"}
+  GET    /api/v1/pod                     hosts and their IPU ids
+  GET    /api/v1/partitions              every partition
+  GET    /api/v1/partitions/NAME         one partition (404 when absent)
+  PUT    /api/v1/partitions/NAME         {"hosts": {host: count}, "job_id", "user"}
+  DELETE /api/v1/partitions/NAME
+Partitions are saved to the state directory on every change, so a restart of
+the server (or of its host) keeps the partitions of running jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+from dataclasses import asdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from .pod import Pod, PodError
+
+API = "/api/v1"
+
+
+class VipuServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], pod: Pod, state_dir: Path):
+        super().__init__(address, _Handler)
+        self.pod = pod
+        self.lock = threading.Lock()
+        self.state_file = state_dir / "partitions.json"
+        if self.state_file.is_file():
+            self.pod.load_partitions(json.loads(self.state_file.read_text()))
+
+    def save(self) -> None:
+        tmp = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(self.pod.to_dict(), indent=2) + "\n")
+        tmp.replace(self.state_file)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: VipuServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
+        pass  # one line per request would drown the service log
+
+    def _reply(self, status: int, body: dict | None = None) -> None:
+        data = json.dumps(body if body is not None else {}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _partition_name(self) -> str | None:
+        prefix = f"{API}/partitions/"
+        return self.path[len(prefix):] if self.path.startswith(prefix) else None
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        pod = self.server.pod
+        with self.server.lock:
+            if self.path == f"{API}/ping":
+                return self._reply(200, {"status": "ok"})
+            if self.path == f"{API}/pod":
+                return self._reply(200, {"hosts": pod.hosts, "size": pod.size})
+            if self.path == f"{API}/partitions":
+                return self._reply(200, pod.to_dict())
+            name = self._partition_name()
+            if name and name in pod.partitions:
+                return self._reply(200, asdict(pod.partitions[name]))
+        self._reply(404, {"error": f"not found: {self.path}"})
+
+    def do_PUT(self) -> None:  # noqa: N802
+        name = self._partition_name()
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+            counts = {str(h): int(c) for h, c in body["hosts"].items()}
+        except (ValueError, KeyError, AttributeError, TypeError):
+            return self._reply(400, {"error": "expected {\"hosts\": {host: count}}"})
+        if not name:
+            return self._reply(404, {"error": f"not found: {self.path}"})
+        with self.server.lock:
+            try:
+                partition = self.server.pod.create(name, counts, str(body.get("job_id", "")),
+                                                   str(body.get("user", "")))
+            except PodError as err:
+                return self._reply(err.status, {"error": str(err)})
+            self.server.save()
+        self._reply(201, asdict(partition))
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        name = self._partition_name()
+        with self.server.lock:
+            try:
+                self.server.pod.remove(name or "")
+            except PodError as err:
+                return self._reply(err.status, {"error": str(err)})
+            self.server.save()
+        self._reply(200, {"removed": name})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="vipu-server", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8090)
+    parser.add_argument("--bind", default="0.0.0.0")  # noqa: S104 - the cluster network only
+    parser.add_argument("--state", type=Path, required=True, help="where partitions are saved")
+    parser.add_argument("--gres-conf", type=Path, required=True,
+                        help="Slurm's gres.conf: its ipu lines are the POD's IPUs")
+    args = parser.parse_args(argv)
+    args.state.mkdir(parents=True, exist_ok=True)
+    server = VipuServer((args.bind, args.port), Pod.from_files(args.gres_conf), args.state)
+    print(f"vipu-server: {server.pod.size} IPUs on {len(server.pod.hosts)} hosts, "
+          f"{len(server.pod.partitions)} partitions, port {args.port}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""pyslurm-compatible layer (in progress)."""

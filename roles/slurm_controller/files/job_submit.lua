@@ -1,0 +1,65 @@
+--[[
+Graphcore's --ipus=N: the SPANK plugin spank_ipus registers the option, Slurm
+puts it in the job's SPANK environment as _SLURM_SPANK_OPTION_ipus_ipus=N, and
+this turns it into N of the count-only GRES `ipu` on each node of the job.
+IPUs are requested only this way, so --gres=ipu is refused with a hint.
+]]
+
+local OPTION = "_SLURM_SPANK_OPTION_ipus_ipus="
+
+local function ipus_option(job_desc)
+	local env = job_desc.spank_job_env
+	if env == nil then
+		return nil
+	end
+	-- The table is 0-based: ipairs would miss the first entry.
+	for _, entry in pairs(env) do
+		if type(entry) == "string" and entry:sub(1, #OPTION) == OPTION then
+			return entry:sub(#OPTION + 1)
+		end
+	end
+	return nil
+end
+
+local function asks_for_ipu_gres(job_desc)
+	for _, field in ipairs({"tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task"}) do
+		local value = job_desc[field]
+		if value ~= nil and (value:find("gres:ipu", 1, true) or value:find("gres/ipu", 1, true)) then
+			return true
+		end
+	end
+	return false
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+	local option = ipus_option(job_desc)
+	if option == nil then
+		if asks_for_ipu_gres(job_desc) then
+			slurm.log_user("request IPUs with --ipus=N on this system, not --gres=ipu")
+			return slurm.ERROR
+		end
+		return slurm.SUCCESS
+	end
+	if asks_for_ipu_gres(job_desc) then
+		slurm.log_user("--ipus and --gres=ipu cannot be used together: use --ipus=N alone")
+		return slurm.ERROR
+	end
+	local count = tonumber(option)
+	if count == nil or count < 1 or count ~= math.floor(count) then
+		slurm.log_user("Invalid --ipus specification: '" .. option .. "'")
+		return slurm.ERROR
+	end
+	local ipus = string.format("gres:ipu:%d", count)
+	if job_desc.tres_per_node ~= nil and job_desc.tres_per_node ~= "" then
+		job_desc.tres_per_node = job_desc.tres_per_node .. "," .. ipus
+	else
+		job_desc.tres_per_node = ipus
+	end
+	return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+	return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
