@@ -40,5 +40,5 @@ def volume_name(cluster: str, mount_point: str) -> str:
 
 
 def node_volume_name(cluster: str, node: str, path: str) -> str:
-    """`/var/spool/slurmctld` of node `gc-slurmctld` in `ci-1`: `ci-1-gc-slurmctld-var-spool-slurmctld`."""
+    """/var/spool/slurmctld of gc-slurmctld in ci-1: ci-1-gc-slurmctld-var-spool-slurmctld."""
     return f"{cluster}-{node}-{path.strip('/').replace('/', '-')}"

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from .errors import AitestbedError
 from . import slurmconf
+from .errors import AitestbedError
 from .inventory import Node, Topology
 from .naming import container_name
 

@@ -21,7 +21,8 @@ from aitestbed.state import ClusterState
 
 AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
 NODES = ["cer-cs2-01", "cer-login-01", "gc-login-01", "gc-poplar-01", "gc-poplar-02",
-         "sambanova", "sm-01", "sn30-r1-h1"]
+         "gc-slurmctld", "sambanova", "sm-01", "sm-02", "sn10-slurmctld", "sn30-r1-h1",
+         "sn30-slurmctld"]
 LOGIN_NODES = ["cer-login-01", "gc-login-01", "sambanova"]
 
 
@@ -60,6 +61,11 @@ class Cluster:
 
     def container(self, node: str) -> str:
         return container_name(self.name, node)
+
+    def run(self, host: str, command: str, timeout: float = 120) -> tuple[int, str]:
+        """Run a shell command as the practice user on a login node: (rc, stdout+stderr)."""
+        result = self.ssh(host, command, timeout=timeout)
+        return result.returncode, result.stdout + result.stderr
 
 
 @pytest.fixture(scope="session")
