@@ -26,7 +26,7 @@ def test_full_profile_has_the_sites_host_names(alcf):
 def test_every_host_belongs_to_one_system_and_class(alcf):
     for node in alcf.nodes:
         assert node.system in inventory.SYSTEMS
-        assert node.node_class in {"login", "cs2", "ipu_node", "rdu_node"}
+        assert node.node_class in {"login", "cs2", "ipu_node", "rdu_node", "slurmctld"}
 
 
 def test_cerebras_round_robin_name_is_on_every_cerebras_login_node(alcf):
@@ -53,9 +53,26 @@ def test_only_login_nodes_publish_ssh(alcf):
 
 def test_mini_profile_has_one_login_and_one_or_two_compute_nodes_per_system(mini):
     for system in inventory.SYSTEMS:
-        nodes = [n for n in mini.nodes if n.system == system]
+        nodes = [n for n in mini.nodes if n.system == system and n.node_class != "slurmctld"]
         assert sum(n.node_class == "login" for n in nodes) == 1
-        assert 1 <= sum(n.node_class != "login" for n in nodes) <= 2
+        assert 1 <= sum(n.node_class != "login" for n in nodes) <= 3
+
+
+def test_each_slurm_cluster_has_one_controller_with_state_on_a_volume(alcf):
+    controllers = {n.slurm_cluster: n for n in alcf.nodes if n.node_class == "slurmctld"}
+    assert sorted(controllers) == ["graphcore", "sn10", "sn30"]
+    for node in controllers.values():
+        assert "/var/spool/slurmctld" in node.volumes and "slurmctld" in node.services
+    assert "vipu" in controllers["graphcore"].dns_aliases
+
+
+def test_compute_and_login_nodes_join_their_systems_scheduler(alcf):
+    assert alcf.node("gc-login-02").slurm_cluster == "graphcore"
+    assert alcf.node("sambanova").slurm_cluster == "sn30"
+    assert alcf.node("sn30-r4-h2").slurm_cluster == "sn30"
+    assert alcf.node("sm-02").slurm_cluster == "sn10"
+    assert alcf.node("cer-login-01").slurm_cluster == ""
+    assert "slurmd" in alcf.node("gc-poplar-04").services
 
 
 def test_full_is_an_alias_of_alcf():

@@ -1,0 +1,76 @@
+"""Each Slurm cluster's configuration, rendered from the inventory."""
+
+import re
+
+import pytest
+from aitestbed import inventory, slurmconf
+
+
+@pytest.fixture(scope="module")
+def mini():
+    return slurmconf.render(inventory.load("mini"))
+
+
+@pytest.fixture(scope="module")
+def alcf():
+    return slurmconf.render(inventory.load("alcf"))
+
+
+def test_one_scheduler_per_system_as_at_alcf(alcf):
+    assert sorted(alcf) == ["graphcore", "sn10", "sn30"]
+    hosts = {c: re.findall(r"^SlurmctldHost=(\S+)$", f["slurm.conf"], re.M)
+             for c, f in alcf.items()}
+    assert hosts == {"graphcore": ["gc-slurmctld"], "sn10": ["sn10-slurmctld"],
+                     "sn30": ["sn30-slurmctld"]}
+
+
+def test_p64_is_the_default_partition_over_the_four_pod_hosts(alcf):
+    conf = alcf["graphcore"]["slurm.conf"]
+    assert ("PartitionName=p64 Nodes=gc-poplar-01,gc-poplar-02,gc-poplar-03,gc-poplar-04 "
+            "Default=YES") in conf
+    assert conf.count("Gres=ipu:16") == 4
+    assert re.search(r"^NodeName=gc-poplar-01 .* Weight=100 ", conf, re.M)
+    assert re.search(r"^NodeName=gc-poplar-02 .* Weight=1 ", conf, re.M)
+    assert alcf["graphcore"]["gres.conf"].count("Name=ipu Count=16") == 4
+
+
+def test_ipus_and_vipu_hooks_only_on_the_graphcore_cluster(alcf):
+    assert "JobSubmitPlugins=lua" in alcf["graphcore"]["slurm.conf"]
+    assert "PrologSlurmctld=" in alcf["graphcore"]["slurm.conf"]
+    assert "spank_ipus.so vipu_host=vipu vipu_port=8090" in alcf["graphcore"]["plugstack.conf"]
+    for cluster in ("sn30", "sn10"):
+        assert "JobSubmitPlugins" not in alcf[cluster]["slurm.conf"]
+        assert "spank_ipus" not in alcf[cluster]["plugstack.conf"]
+        assert "Prolog=/usr/local/lib/aitestbed/slurm/rdu-prolog" in alcf[cluster]["slurm.conf"]
+
+
+def test_sambanova_partitions_and_rdus(alcf):
+    sn30 = alcf["sn30"]["slurm.conf"]
+    assert sn30.count("Gres=rdu:8") == 8
+    assert re.search(r"^PartitionName=sambanova Nodes=sn30-r1-h1,sn30-r1-h2,.*sn30-r4-h2 ", sn30,
+                     re.M)
+    assert "PartitionName=sambanova Nodes=sm-01,sm-02 " in alcf["sn10"]["slurm.conf"]
+    assert '"rdu_tiles": 8' in alcf["sn30"]["aitestbed.json"]
+    assert '"rdu_tiles": 4' in alcf["sn10"]["aitestbed.json"]
+
+
+def test_the_documented_cpu_counts_are_declared(mini):
+    assert "SlurmdParameters=config_overrides" in mini["sn10"]["slurm.conf"]
+    assert "CPUs=128" in mini["sn10"]["slurm.conf"]  # --tasks-per-node 8 --cpus-per-task=16
+
+
+def test_systems_without_slurm_render_nothing():
+    assert slurmconf.render(inventory.load("mini", ["cerebras"])) == {}
+
+
+def test_state_prepare_writes_a_munge_key_and_the_configuration(isolated_state):
+    from aitestbed.state import ClusterRecord, ClusterState
+    topology = inventory.load("mini", ["graphcore"])
+    state = ClusterState("unit")
+    state.prepare(topology, ClusterRecord("unit", "mini", "", ["graphcore"], "learner"))
+    key = state.common_dir / "munge.key"
+    assert len(key.read_bytes()) == 1024 and key.stat().st_mode & 0o777 == 0o600
+    assert (state.common_dir / "slurm" / "graphcore" / "slurm.conf").is_file()
+    first = key.read_bytes()
+    state.prepare(topology, ClusterRecord("unit", "mini", "", ["graphcore"], "learner"))
+    assert key.read_bytes() == first  # a key per cluster, kept

@@ -1,0 +1,46 @@
+"""Reading Slurm's allocation, and the RDU records the SambaNova prolog keeps."""
+
+import pytest
+from aitestbed.slurm import hooks, jobinfo
+
+DETAIL = ("JobId=42 JobName=wrap UserId=learner(10001) JobState=RUNNING NumNodes=2 "
+          "TresPerNode=gres:rdu:2   Nodes=sm-01 CPU_IDs=0-15 Mem=0 GRES=rdu(CNT:2)   "
+          "Nodes=sm-02 CPU_IDs=0-15 Mem=0 GRES=rdu(CNT:2) MinCPUsNode=1")
+
+
+def test_gres_per_node_from_scontrol_detail():
+    assert jobinfo.gres_per_node(DETAIL) == {"sm-01": {"rdu": 2}, "sm-02": {"rdu": 2}}
+    no_gres = "JobId=1 Nodes=gc-poplar-02 CPU_IDs=0 Mem=0 MinCPUsNode=1"
+    assert jobinfo.gres_per_node(no_gres) == {"gc-poplar-02": {}}
+
+
+@pytest.mark.parametrize("text, counts", [
+    ("ipu(CNT:4)", {"ipu": 4}),
+    ("rdu:2(CNT:2)", {"rdu": 2}),
+    ("ipu(CNT:1),rdu(CNT:3)", {"ipu": 1, "rdu": 3}),
+    ("", {}),
+])
+def test_parse_gres(text, counts):
+    assert jobinfo.parse_gres(text) == counts
+
+
+def test_tiles_are_named_as_sntilestat_lists_them():
+    assert hooks.tile_names(3, 4) == [f"/XRDU_1/RDU_1/TILE_{t}" for t in range(4)]
+
+
+def test_jobs_get_the_lowest_free_rdus_and_their_tiles():
+    records: dict = {}
+    first = hooks.assign_rdus(records, "1", "a", 2, 8, 8)
+    second = hooks.assign_rdus(records, "2", "b", 3, 8, 8)
+    assert first["rdus"] == [0, 1] and second["rdus"] == [2, 3, 4]
+    assert len(second["tiles"]) == 24
+    assert hooks.assign_rdus(records, "1", "a", 2, 8, 8) is first  # a retried prolog
+    records["jobs"].pop("1")
+    assert hooks.assign_rdus(records, "3", "c", 2, 8, 4)["rdus"] == [0, 1]
+    with pytest.raises(RuntimeError, match="needs 4 RDUs, 3 are free"):
+        hooks.assign_rdus(records, "4", "d", 4, 8, 4)
+
+
+def test_a_job_without_rdus_is_recorded_with_none():
+    records: dict = {}
+    assert hooks.assign_rdus(records, "5", "a", 0, 8, 8) == {"user": "a", "rdus": [], "tiles": []}
