@@ -15,10 +15,11 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 from ..vipu.client import VipuClient, VipuError
-from .jobinfo import SlurmCommandError, job_gres
+from .jobinfo import SlurmCommandError, job_gres, squeue
 
 SLURM_SETTINGS = Path("/etc/slurm/aitestbed.json")
 RDU_RECORDS = Path("/var/lib/aitestbed/rdu/allocations.json")
@@ -37,12 +38,40 @@ def partition_name(job_id: str) -> str:
     return f"slurm_{job_id}"
 
 
+# Slurm frees a finished job's GRES before its EpilogSlurmctld has removed the
+# partition, so the next job's prolog may briefly find those IPUs still taken.
+RELEASE_WAIT_S = 30.0
+ACTIVE_STATES = "CONFIGURING,RUNNING,COMPLETING,SUSPENDED"
+
+
 def vipu_prolog() -> None:
     job_id, user = _job()
     counts = {node: gres["ipu"] for node, gres in job_gres(job_id).items() if gres.get("ipu")}
-    if counts:
-        VipuClient(host=_settings()["vipu_server"]).create_partition(
-            partition_name(job_id), counts, job_id=job_id, user=user)
+    if not counts:
+        return
+    client = VipuClient(host=_settings()["vipu_server"])
+    deadline = time.monotonic() + RELEASE_WAIT_S
+    while True:
+        try:
+            client.create_partition(partition_name(job_id), counts, job_id=job_id, user=user)
+            return
+        except VipuError as err:
+            if err.status != 409 or time.monotonic() > deadline:
+                raise
+        remove_stale_partitions(client)
+        time.sleep(0.05)
+
+
+def remove_stale_partitions(client: VipuClient) -> None:
+    """Partitions whose job is over (an epilog that never ran: a controller crash)."""
+    active = set(squeue("-h", "-t", ACTIVE_STATES, "-o", "%i").split())
+    for partition in client.partitions():
+        if partition["job_id"] and partition["job_id"] not in active:
+            try:
+                client.remove_partition(partition["name"])
+            except VipuError as err:
+                if err.status != 404:
+                    raise
 
 
 def vipu_epilog() -> None:

@@ -18,11 +18,19 @@ class SlurmCommandError(RuntimeError):
     pass
 
 
-def scontrol(*args: str) -> str:
-    result = subprocess.run(["scontrol", *args], capture_output=True, text=True, check=False)
+def _slurm(*argv: str) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
     if result.returncode:
-        raise SlurmCommandError(result.stderr.strip() or f"scontrol {' '.join(args)} failed")
+        raise SlurmCommandError(result.stderr.strip() or f"{' '.join(argv)} failed")
     return result.stdout
+
+
+def scontrol(*args: str) -> str:
+    return _slurm("scontrol", *args)
+
+
+def squeue(*args: str) -> str:
+    return _slurm("squeue", *args)
 
 
 def expand_hostlist(hostlist: str) -> list[str]:
