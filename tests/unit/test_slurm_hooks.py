@@ -44,3 +44,32 @@ def test_jobs_get_the_lowest_free_rdus_and_their_tiles():
 def test_a_job_without_rdus_is_recorded_with_none():
     records: dict = {}
     assert hooks.assign_rdus(records, "5", "a", 0, 8, 8) == {"user": "a", "rdus": [], "tiles": []}
+
+
+def test_the_vipu_prolog_reclaims_ipus_of_a_job_that_is_over(monkeypatch, tmp_path):
+    """A partition left by a job whose epilog never ran must not block the POD."""
+    import threading
+
+    from aitestbed.vipu.client import VipuClient
+    from aitestbed.vipu.pod import Pod
+    from aitestbed.vipu.server import VipuServer
+
+    gres = tmp_path / "gres.conf"
+    gres.write_text("NodeName=gc-poplar-02 Name=ipu Count=16\n")
+    server = VipuServer(("127.0.0.1", 0), Pod.from_files(gres), tmp_path)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = VipuClient(host="127.0.0.1", port=server.server_address[1])
+    try:
+        client.create_partition("slurm_1", {"gc-poplar-02": 16}, job_id="1")  # job 1 is over
+        monkeypatch.setattr(hooks, "VipuClient", lambda host: client)
+        monkeypatch.setattr(hooks, "_settings", lambda: {"vipu_server": "vipu"})
+        monkeypatch.setattr(hooks, "job_gres", lambda job: {"gc-poplar-02": {"ipu": 4}})
+        monkeypatch.setattr(hooks, "squeue", lambda *args: "2\n")  # only job 2 is active
+        monkeypatch.setenv("SLURM_JOB_ID", "2")
+        monkeypatch.setenv("SLURM_JOB_USER", "learner")
+        hooks.vipu_prolog()
+        assert [p["name"] for p in client.partitions()] == ["slurm_2"]
+        assert len(client.partition("slurm_2")["ipus"]) == 4
+    finally:
+        server.shutdown()
+        server.server_close()
