@@ -2,7 +2,7 @@
 
 import pytest
 
-from .conftest import NODES
+from .conftest import NODES, SAMBANOVA_NODES
 
 
 def test_hostname_is_the_node_name(cluster, node):
@@ -19,7 +19,7 @@ def test_shared_trees_are_mounted(cluster, node):
     host = cluster.host(node)
     for tree in ("/home", "/projects", "/software"):
         assert host.mount_point(tree).exists, tree
-    assert host.mount_point("/data").exists == node.startswith(("sambanova", "sn30", "sm-"))
+    assert host.mount_point("/data").exists == (node in SAMBANOVA_NODES)
 
 
 def test_home_is_private_to_its_user(cluster, node):

@@ -95,11 +95,14 @@ def ensure_home(user: dict) -> None:
                      uid, gid)
 
 
-def configure_slurm(slurm_cluster: str) -> None:
-    """The cluster's munge key and this host's Slurm cluster configuration."""
+def install_munge_key() -> None:
     munge = pwd.getpwnam("munge")
     install_file(CLUSTER / "munge.key", Path("/etc/munge/munge.key"), 0o400,
                  munge.pw_uid, munge.pw_gid)
+
+
+def configure_slurm(slurm_cluster: str) -> None:
+    """This host's Slurm cluster configuration, rendered at `up`."""
     for source in sorted((CLUSTER / "slurm" / slurm_cluster).iterdir()):
         install_file(source, Path("/etc/slurm") / source.name, 0o644)
 
@@ -123,6 +126,8 @@ def main() -> None:
     install_file(CLUSTER / "ssh_known_hosts", Path("/etc/ssh/ssh_known_hosts"), 0o644)
     install_file(sshd_access(node["ssh_allow_groups"]), ACCESS_DROPIN, 0o644)
 
+    if "munge" in node["services"]:
+        install_munge_key()
     if node["slurm_cluster"]:
         configure_slurm(node["slurm_cluster"])
     enable_services(node["services"])
