@@ -1,0 +1,69 @@
+"""Compile time and throughput on the emulated hardware, calibrated to documented runs.
+
+Each calibration point is a run the ALCF guide shows (seed 002): its model's
+parameter count, the IPUs it used, its compile time and its training rate.
+Other models are interpolated log-log on parameters between the points (and
+held at the ends), with throughput per IPU scaling with the IPUs used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Calibration:
+    name: str
+    parameters: int
+    ipus: int
+    compile_seconds: float
+    samples_per_second: float  # steady state, all IPUs
+    first_epoch_ratio: float = 1.0  # the first pass is slower (host-side warm-up)
+
+    @property
+    def samples_per_second_per_ipu(self) -> float:
+        return self.samples_per_second / self.ipus
+
+
+# MNIST (the tutorial's ConvNet, 225,034 parameters): "Graph compilation ... [00:20<00:00]",
+# 10 epochs of 60,000 images at batch 8 in ~1:35.
+# ResNet50 pod4 (25,557,032 parameters, 4 IPUs): compile 6:26, 1886 then 4477 samples/s.
+# GPT-2 small (124,439,808 parameters, 16 IPUs): compile ~28 min, ~1064 samples/s.
+CALIBRATIONS = (
+    Calibration("mnist", 225_034, 1, 20.0, 60_000 * 10 / 95.0),
+    Calibration("resnet50-pod4", 25_557_032, 4, 386.0, 4477.0, first_epoch_ratio=1886 / 4477),
+    Calibration("gpt2-16ipu", 124_439_808, 16, 28 * 60.0, 1064.0),
+)
+
+
+def _interpolate(parameters: int, value) -> float:
+    """log-log between the calibration points around `parameters`, flat beyond them."""
+    points = sorted(CALIBRATIONS, key=lambda c: c.parameters)
+    if parameters <= points[0].parameters:
+        return value(points[0])
+    if parameters >= points[-1].parameters:
+        return value(points[-1])
+    for low, high in zip(points, points[1:], strict=False):
+        if low.parameters <= parameters <= high.parameters:
+            span = math.log(high.parameters) - math.log(low.parameters)
+            t = (math.log(parameters) - math.log(low.parameters)) / span
+            return math.exp(math.log(value(low)) * (1 - t) + math.log(value(high)) * t)
+    raise AssertionError("unreachable")
+
+
+def compile_seconds(parameters: int) -> float:
+    """Device seconds to compile a model of this size (the Graph compilation bar)."""
+    return _interpolate(parameters, lambda c: c.compile_seconds)
+
+
+def samples_per_second(parameters: int, ipus: int) -> float:
+    """Steady training rate on `ipus` IPUs (data or model parallel alike)."""
+    return _interpolate(parameters, lambda c: c.samples_per_second_per_ipu) * max(1, ipus)
+
+
+def calibration(name: str) -> Calibration:
+    for point in CALIBRATIONS:
+        if point.name == name:
+            return point
+    raise KeyError(f"no calibration named {name!r}")

@@ -1,0 +1,124 @@
+"""The shared device models: the IPU's capacity and checks, device time, timing."""
+
+import pytest
+from aitestbed.devices import clock, ipu, timing
+from aitestbed.devices.base import (
+    Allocation,
+    InsufficientDevicesError,
+    InvalidDeviceCountError,
+    NoDeviceError,
+    OutOfMemoryError,
+)
+from aitestbed.vipu.client import VipuError
+
+
+def test_bow_ipu_and_pod64_have_the_documented_capacity():
+    assert ipu.BOW_IPU.cores == 1472
+    assert ipu.BOW_IPU.memory_bytes == 900e6 and ipu.BOW_IPU.memory_name == "In-Processor-Memory"
+    assert ipu.BOW_POD64.chips == 64 and ipu.BOW_POD64.cores == 94_208
+    assert ipu.BOW_POD64.memory_bytes == 57.6e9
+
+
+@pytest.mark.parametrize("per_replica, replicas, reserved", [
+    (1, 1, 1), (2, 1, 2), (4, 4, 16), (1, 64, 64), (2, 2, 4),
+])
+def test_power_of_two_counts_are_reserved_as_they_are(per_replica, replicas, reserved):
+    assert ipu.ipus_to_reserve(per_replica, replicas) == reserved
+
+
+def test_other_counts_need_auto_round_num_ipus():
+    with pytest.raises(InvalidDeviceCountError, match=r"^The model specifies the use of 3 IPUs, "
+                       r"however PopTorch must reserve a minimum of 4 in order"):
+        ipu.ipus_to_reserve(3, 1)
+    assert ipu.ipus_to_reserve(3, 1, auto_round=True) == 4
+    assert ipu.ipus_to_reserve(3, 2, auto_round=True) == 8
+
+
+def _allocation(n):
+    return Allocation(ipu.BOW_POD64, "slurm_7", tuple(range(16, 16 + n)))
+
+
+def test_acquiring_without_an_allocation_fails_as_poptorch_does():
+    with pytest.raises(NoDeviceError) as err:
+        ipu.acquire(1, None)
+    assert str(err.value) == ("Failed to acquire 1 IPU(s)\nNo IPU detected in the system.\n"
+                              "For more information use the Graphcore command-line tool "
+                              "`gc-monitor`.")
+
+
+def test_acquiring_more_than_the_partition_holds_fails():
+    assert ipu.acquire(2, _allocation(4)) == (16, 17)
+    with pytest.raises(InsufficientDevicesError, match="No device found on the system with 8 "
+                       "IPUs: the configuration needs changing"):
+        ipu.acquire(8, _allocation(4))
+
+
+class _FakeVipu:
+    def __init__(self, partitions):
+        self.partitions = partitions
+
+    def partition(self, name):
+        if name not in self.partitions:
+            raise VipuError(f"partition {name} not found", 404)
+        return self.partitions[name]
+
+
+def test_the_allocation_is_the_jobs_vipu_partition():
+    env = {"IPUOF_VIPU_API_PARTITION_ID": "slurm_7"}
+    found = ipu.allocation_from_environment(env, _FakeVipu({"slurm_7": {"ipus": [3, 4]}}))
+    assert found.chip_ids == (3, 4) and found.name == "slurm_7"
+    assert ipu.allocation_from_environment({}, _FakeVipu({})) is None
+    assert ipu.allocation_from_environment(env, _FakeVipu({})) is None  # a job already over
+
+
+def test_a_program_too_large_for_an_ipu_fails_with_poplars_out_of_memory():
+    ipu.check_memory([ipu.BOW_IPU.memory_bytes, 10])
+    with pytest.raises(OutOfMemoryError, match=r"^Out of memory: .* IPU 1 needs"):
+        ipu.check_memory([10, ipu.BOW_IPU.memory_bytes + 1])
+
+
+def test_wall_time_follows_device_time_by_the_scale():
+    now = [0.0]
+    slept = []
+    fake = {"monotonic": lambda: now[0], "sleep": lambda s: (slept.append(s),
+                                                            now.__setitem__(0, now[0] + s))}
+    documented = clock.VirtualClock(1.0, **fake)
+    documented.advance(20.0)
+    assert slept == [20.0] and documented.device_seconds == 20.0
+    fast = clock.VirtualClock(0.0, **fake)
+    fast.advance(1680.0)
+    assert slept == [20.0] and fast.device_seconds == 1680.0  # no waiting by default
+    half = clock.VirtualClock(0.5, **fake)
+    now[0] += 4.0  # the real computation already took 4 s
+    half.advance(10.0)
+    assert slept[-1] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("raw", ["fast", "-1", "inf", "nan"])
+def test_a_bad_time_scale_is_a_clear_error(raw):
+    with pytest.raises(clock.TimeScaleError, match="AITESTBED_TIME_SCALE"):
+        clock.time_scale({"AITESTBED_TIME_SCALE": raw})
+    assert clock.time_scale({}) == 0.0
+
+
+def test_timing_reproduces_the_documented_runs():
+    mnist = timing.calibration("mnist")
+    assert timing.compile_seconds(mnist.parameters) == pytest.approx(20.0)
+    epochs_10 = 10 * 60_000 / timing.samples_per_second(mnist.parameters, 1)
+    assert epochs_10 == pytest.approx(95.0)  # "~1:35"
+    resnet = timing.calibration("resnet50-pod4")
+    assert timing.compile_seconds(resnet.parameters) == pytest.approx(386.0)  # 6:26
+    assert timing.samples_per_second(resnet.parameters, 4) == pytest.approx(4477.0)
+    assert timing.samples_per_second(resnet.parameters, 4) * resnet.first_epoch_ratio == \
+        pytest.approx(1886.0)
+    gpt2 = timing.calibration("gpt2-16ipu")
+    assert timing.compile_seconds(gpt2.parameters) == pytest.approx(1680.0)
+    assert timing.samples_per_second(gpt2.parameters, 16) == pytest.approx(1064.0)
+
+
+def test_other_models_fall_between_the_calibrations():
+    middle = timing.compile_seconds(2_000_000)
+    assert 20.0 < middle < 386.0
+    assert timing.compile_seconds(10) == pytest.approx(20.0)  # held at the ends
+    assert timing.samples_per_second(2_000_000, 2) == pytest.approx(
+        2 * timing.samples_per_second(2_000_000, 1))
