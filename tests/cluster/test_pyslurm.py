@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import time
 
 import pytest
 
@@ -25,6 +26,10 @@ def running_job(cluster):
                                  "--wrap 'sleep 60'")
     assert rc == 0, out
     job = out.strip()
+    deadline = time.monotonic() + 30
+    while cluster.run(LOGIN, f"squeue -h -j {job} -o %T")[1].strip() != "RUNNING":
+        assert time.monotonic() < deadline, f"job {job} did not start"
+        time.sleep(0.2)
     yield job
     cluster.run(LOGIN, f"scancel {job}")
 
