@@ -157,8 +157,8 @@ class ClusterState:
             return
         key = self.common_dir / "munge.key"
         if not key.is_file():
-            key.write_bytes(os.urandom(1024))
-            key.chmod(0o600)
+            with os.fdopen(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+                out.write(os.urandom(1024))
         for cluster, files in rendered.items():
             for name, text in files.items():
                 self._write(self.common_dir / "slurm" / cluster / name, text)

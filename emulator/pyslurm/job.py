@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 
 from . import _backend
+from ._record import Collection, Record
 from .error import RPCError
 
-# pyslurm name -> squeue --json field, for properties that are copied as they are.
-_FIELDS = {
+# pyslurm name -> squeue --json field.
+_SQUEUE_FIELDS = {
     "name": "name", "account": "account", "user_id": "user_id", "user_name": "user_name",
     "group_id": "group_id", "group_name": "group_name", "cluster": "cluster",
     "partition": "partition", "state": "job_state", "state_reason": "state_reason",
@@ -26,12 +27,21 @@ _FIELDS = {
 }
 
 
-class Job:
+def _node_names(value: str | None) -> str | None:
+    return value or None
+
+
+class Job(Record):
     """One job. Job(id) is enough to act on it; Job.load(id) reads its details."""
 
+    _FIELDS = {**_SQUEUE_FIELDS, **{name: (_SQUEUE_FIELDS[name], _node_names) for name in
+                                    ("required_nodes", "excluded_nodes", "batch_host")}}
+    _DERIVED = ("allocated_nodes", "is_batch_job", "time_limit", "exit_code",
+                "exit_code_signal", "ntasks_per_node", "gres_per_node", "run_time")
+
     def __init__(self, job_id: int | None = None):
+        super().__init__()
         self.id = int(job_id) if job_id is not None else None
-        self._info: dict = {}
 
     @staticmethod
     def load(job_id: int) -> Job:
@@ -46,12 +56,6 @@ class Job:
         job = Job(info["job_id"])
         job._info = info
         return job
-
-    def __getattr__(self, name: str):
-        if name in _FIELDS:
-            value = self._info.get(_FIELDS[name])
-            return None if value == "" and name.endswith(("nodes", "host")) else value
-        raise AttributeError(f"'Job' object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"pyslurm.Job({self.id})"
@@ -95,9 +99,7 @@ class Job:
         return max(0, (int(time.time()) if self.state == "RUNNING" else end) - start)
 
     def to_dict(self) -> dict:
-        names = [*_FIELDS, "allocated_nodes", "is_batch_job", "time_limit", "exit_code",
-                 "exit_code_signal", "ntasks_per_node", "gres_per_node", "run_time"]
-        return {"id": self.id, **{n: getattr(self, n) for n in names}}
+        return {"id": self.id, **super().to_dict()}
 
     as_dict = to_dict
 
@@ -133,14 +135,14 @@ class Job:
         return _backend.run("scontrol", "write", "batch_script", str(self.id), "-")
 
 
-class Jobs(dict):
+class Jobs(Collection):
     """Every job Slurm knows (running, pending and recently finished), keyed by id."""
 
+    _key = "id"
+
     def __init__(self, jobs: list[Job] | dict | None = None, frozen: bool = False):
-        super().__init__()
+        super().__init__(jobs)
         self.frozen = frozen
-        for job in (jobs.values() if isinstance(jobs, dict) else jobs or []):
-            self[job.id] = job
 
     @staticmethod
     def load(preload_passwd_info: bool = False, frozen: bool = False) -> Jobs:
@@ -158,8 +160,8 @@ class Jobs(dict):
 
     @property
     def cpus(self) -> int:
-        return sum(j.cpus or 0 for j in self.values())
+        return self._sum("cpus")
 
     @property
     def ntasks(self) -> int:
-        return sum(j.ntasks or 0 for j in self.values())
+        return self._sum("ntasks")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from . import _backend
+from ._record import Collection, Record
 from .error import RPCError
 
-_FIELDS = {
+# pyslurm name -> sinfo --json field.
+_SINFO_FIELDS = {
     "name": "name", "address": "address", "hostname": "hostname", "reason": "reason",
     "weight": "weight", "architecture": "architecture", "operating_system": "operating_system",
     "slurm_version": "slurmd_version", "real_memory": "real_memory",
@@ -18,9 +20,12 @@ _FIELDS = {
 }
 
 
-class Node:
+class Node(Record):
+    _FIELDS = _SINFO_FIELDS
+    _DERIVED = ("state", "configured_gres", "allocated_gres", "cpu_load")
+
     def __init__(self, name: str | None = None):
-        self._info: dict = {"name": name}
+        super().__init__({"name": name})
 
     @staticmethod
     def load(name: str) -> Node:
@@ -34,11 +39,6 @@ class Node:
         node = Node()
         node._info = info
         return node
-
-    def __getattr__(self, name: str):
-        if name in _FIELDS:
-            return self._info.get(_FIELDS[name])
-        raise AttributeError(f"'Node' object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"pyslurm.Node('{self.name}')"
@@ -61,41 +61,22 @@ class Node:
     def cpu_load(self) -> float:
         return (self._info.get("cpu_load") or 0) / 100
 
-    def to_dict(self) -> dict:
-        names = [*_FIELDS, "state", "configured_gres", "allocated_gres", "cpu_load"]
-        return {n: getattr(self, n) for n in names}
 
-    as_dict = to_dict
-
-
-class Nodes(dict):
+class Nodes(Collection):
     """Every node of this Slurm cluster, keyed by name."""
 
-    def __init__(self, nodes: list[Node] | dict | None = None):
-        super().__init__()
-        for node in (nodes.values() if isinstance(nodes, dict) else nodes or []):
-            self[node.name] = node
-
-    @staticmethod
-    def load(preload_passwd_info: bool = False) -> Nodes:
-        return Nodes([Node._from_json(n) for n in _backend.run_json("sinfo")["nodes"]])
-
-    def reload(self) -> Nodes:
-        self.clear()
-        self.update(Nodes.load())
-        return self
-
-    def as_dict(self) -> dict:
-        return {name: node.to_dict() for name, node in self.items()}
+    @classmethod
+    def load(cls, preload_passwd_info: bool = False) -> Nodes:
+        return cls(Node._from_json(n) for n in _backend.run_json("sinfo")["nodes"])
 
     @property
     def total_cpus(self) -> int:
-        return sum(n.total_cpus or 0 for n in self.values())
+        return self._sum("total_cpus")
 
     @property
     def idle_cpus(self) -> int:
-        return sum(n.idle_cpus or 0 for n in self.values())
+        return self._sum("idle_cpus")
 
     @property
     def allocated_cpus(self) -> int:
-        return sum(n.allocated_cpus or 0 for n in self.values())
+        return self._sum("allocated_cpus")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import _backend
+from ._record import Collection, Record
 from .error import RPCError
 
 UNLIMITED = "UNLIMITED"
@@ -28,9 +29,32 @@ def _number(value: str | None) -> int | str | None:
     return int(value) if value.isdigit() else value
 
 
-class Partition:
+def _text(value: str | None) -> str:
+    return value or ""
+
+
+def _yes(value: str | None) -> bool:
+    return value == "YES"
+
+
+def _node_list(value: str | None) -> str | None:
+    return None if value in (None, "(null)") else value
+
+
+class Partition(Record):
+    # pyslurm name -> `scontrol show partition -o` key, and its conversion.
+    _FIELDS = {
+        "name": ("PartitionName", _text), "nodes": ("Nodes", _node_list),
+        "state": ("State", _text), "is_default": ("Default", _yes),
+        "is_hidden": ("Hidden", _yes), "is_root_only": ("RootOnly", _yes),
+        "total_nodes": ("TotalNodes", _number), "total_cpus": ("TotalCPUs", _number),
+        "max_time": ("MaxTime", _minutes), "default_time": ("DefaultTime", _minutes),
+        "max_nodes": ("MaxNodes", _number), "min_nodes": ("MinNodes", _number),
+        "oversubscribe": "OverSubscribe", "priority_tier": ("PriorityTier", _number),
+    }
+
     def __init__(self, name: str | None = None):
-        self._info: dict[str, str] = {"PartitionName": name or ""}
+        super().__init__({"PartitionName": name or ""})
 
     @staticmethod
     def load(name: str) -> Partition:
@@ -48,95 +72,19 @@ class Partition:
     def __repr__(self) -> str:
         return f"pyslurm.Partition('{self.name}')"
 
-    @property
-    def name(self) -> str:
-        return self._info.get("PartitionName", "")
 
-    @property
-    def nodes(self) -> str | None:
-        value = self._info.get("Nodes")
-        return None if value in (None, "(null)") else value
-
-    @property
-    def state(self) -> str:
-        return self._info.get("State", "")
-
-    @property
-    def is_default(self) -> bool:
-        return self._info.get("Default") == "YES"
-
-    @property
-    def is_hidden(self) -> bool:
-        return self._info.get("Hidden") == "YES"
-
-    @property
-    def is_root_only(self) -> bool:
-        return self._info.get("RootOnly") == "YES"
-
-    @property
-    def total_nodes(self) -> int | str | None:
-        return _number(self._info.get("TotalNodes"))
-
-    @property
-    def total_cpus(self) -> int | str | None:
-        return _number(self._info.get("TotalCPUs"))
-
-    @property
-    def max_time(self) -> int | str | None:
-        return _minutes(self._info.get("MaxTime"))
-
-    @property
-    def default_time(self) -> int | str | None:
-        return _minutes(self._info.get("DefaultTime"))
-
-    @property
-    def max_nodes(self) -> int | str | None:
-        return _number(self._info.get("MaxNodes"))
-
-    @property
-    def min_nodes(self) -> int | str | None:
-        return _number(self._info.get("MinNodes"))
-
-    @property
-    def oversubscribe(self) -> str | None:
-        return self._info.get("OverSubscribe")
-
-    @property
-    def priority_tier(self) -> int | str | None:
-        return _number(self._info.get("PriorityTier"))
-
-    def to_dict(self) -> dict:
-        names = ["name", "nodes", "state", "is_default", "is_hidden", "is_root_only",
-                 "total_nodes", "total_cpus", "max_time", "default_time", "max_nodes",
-                 "min_nodes", "oversubscribe", "priority_tier"]
-        return {n: getattr(self, n) for n in names}
-
-    as_dict = to_dict
-
-
-class Partitions(dict):
+class Partitions(Collection):
     """Every partition of this Slurm cluster, keyed by name."""
 
-    def __init__(self, partitions: list[Partition] | dict | None = None):
-        super().__init__()
-        for partition in (partitions.values() if isinstance(partitions, dict)
-                          else partitions or []):
-            self[partition.name] = partition
-
-    @staticmethod
-    def load() -> Partitions:
+    @classmethod
+    def load(cls) -> Partitions:
         lines = _backend.run("scontrol", "show", "partition", "-o").splitlines()
-        return Partitions([Partition._from_line(ln) for ln in lines if ln.strip()])
-
-    def reload(self) -> Partitions:
-        self.clear()
-        self.update(Partitions.load())
-        return self
+        return cls(Partition._from_line(ln) for ln in lines if ln.strip())
 
     @property
     def total_cpus(self) -> int:
-        return sum(p.total_cpus for p in self.values() if isinstance(p.total_cpus, int))
+        return self._sum("total_cpus")
 
     @property
     def total_nodes(self) -> int:
-        return sum(p.total_nodes for p in self.values() if isinstance(p.total_nodes, int))
+        return self._sum("total_nodes")

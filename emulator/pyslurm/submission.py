@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shlex
 
 from . import _backend
@@ -25,7 +24,6 @@ _OPTIONS = {
 }
 _FLAGS = {"requires_contiguous_nodes": "--contiguous", "overcommit": "--overcommit",
           "wait_all_nodes": "--wait-all-nodes=1"}
-_SBATCH_LINE = re.compile(r"^#SBATCH\s+(.*)$")
 
 
 class JobSubmitDescription:

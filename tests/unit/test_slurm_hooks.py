@@ -1,7 +1,12 @@
 """Reading Slurm's allocation, and the RDU records the SambaNova prolog keeps."""
 
+import threading
+
 import pytest
 from aitestbed.slurm import hooks, jobinfo
+from aitestbed.vipu.client import VipuClient
+from aitestbed.vipu.pod import Pod
+from aitestbed.vipu.server import VipuServer
 
 DETAIL = ("JobId=42 JobName=wrap UserId=learner(10001) JobState=RUNNING NumNodes=2 "
           "TresPerNode=gres:rdu:2   Nodes=sm-01 CPU_IDs=0-15 Mem=0 GRES=rdu(CNT:2)   "
@@ -48,12 +53,6 @@ def test_a_job_without_rdus_is_recorded_with_none():
 
 def test_the_vipu_prolog_reclaims_ipus_of_a_job_that_is_over(monkeypatch, tmp_path):
     """A partition left by a job whose epilog never ran must not block the POD."""
-    import threading
-
-    from aitestbed.vipu.client import VipuClient
-    from aitestbed.vipu.pod import Pod
-    from aitestbed.vipu.server import VipuServer
-
     gres = tmp_path / "gres.conf"
     gres.write_text("NodeName=gc-poplar-02 Name=ipu Count=16\n")
     server = VipuServer(("127.0.0.1", 0), Pod.from_files(gres), tmp_path)
