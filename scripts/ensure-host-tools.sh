@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Host packages the Makefile needs: Python with venv, the ssh client (keys,
-# logins) and sshpass (scripted logins in tests). Installs them on Debian as root.
+# Host packages the Makefile needs: Python with venv and the ssh client (keys,
+# logins, pyslurm from the host). Installs them on Debian as root.
 set -euo pipefail
 python=${1:-/usr/bin/python3}
 missing=()
