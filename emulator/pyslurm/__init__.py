@@ -11,13 +11,14 @@ Covered:
       .release(), .requeue(), .suspend(), .unsuspend(), .get_batch_script(),
       .to_dict()/.as_dict(), and the job properties listed in Job.
   Jobs.load(), Jobs.reload(); a dict keyed by job id; .cpus, .ntasks.
-  JobSubmitDescription(**kwargs).submit() -> job id, .load_sbatch_options().
+  JobSubmitDescription(**kwargs).submit() -> job id (sbatch itself reads the
+      script's #SBATCH lines).
   Node.load(name), Nodes.load() (dict keyed by name), Partition.load(name),
       Partitions.load() (dict keyed by name), their to_dict()/as_dict().
   Errors: PyslurmError, RPCError (with .errno and .msg), ArgumentError.
-Not covered: pyslurm.db (no slurmdbd here), job steps and statistics,
-reservations, modify()/create()/delete() of nodes and partitions,
-multi-cluster keys.
+Not covered: JobSubmitDescription.load_sbatch_options()/load_environment(),
+pyslurm.db (no slurmdbd here), job steps and statistics, reservations,
+modify()/create()/delete() of nodes and partitions, multi-cluster keys.
 """
 
 from .error import ArgumentError, PyslurmError, RPCError

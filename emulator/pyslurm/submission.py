@@ -53,9 +53,6 @@ class JobSubmitDescription:
             return None
         raise AttributeError(f"'JobSubmitDescription' object has no attribute {name!r}")
 
-    def load_sbatch_options(self, overwrite: bool = False) -> None:
-        """Nothing to do: sbatch reads the script's #SBATCH lines itself."""
-
     def sbatch_arguments(self) -> list[str]:
         args = ["sbatch", "--parsable"]
         for name, option in _OPTIONS.items():
