@@ -40,6 +40,7 @@ class VirtualClock:
         self.scale = time_scale() if scale is None else scale
         self._monotonic, self._sleep = monotonic, sleep
         self._wall_start = monotonic()
+        self._epoch = time.time()
         self.device_seconds = 0.0
 
     def advance(self, seconds: float) -> None:
@@ -51,6 +52,10 @@ class VirtualClock:
             lag = self.device_seconds * self.scale - (self._monotonic() - self._wall_start)
             if lag > 0:
                 self._sleep(lag)
+
+    def now(self) -> float:
+        """A time.time() that moves only with the device: what bars and rates are shown in."""
+        return self._epoch + self.device_seconds
 
     def wall_seconds(self) -> float:
         return self._monotonic() - self._wall_start
