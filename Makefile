@@ -19,7 +19,8 @@ help:
 
 $(BIN)/.installed: requirements.txt pyproject.toml
 	@bash scripts/ensure-host-tools.sh $(PYTHON)
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# The venv sees Debian's PyTorch (python3-torch) for the facades' unit tests.
+	@$(BIN)/python -c 'import torch' 2>/dev/null || $(PYTHON) -m venv --clear --system-site-packages $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $@

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Host packages the Makefile needs: Python with venv and the ssh client (keys,
-# logins, pyslurm from the host). Installs them on Debian as root.
+# logins, pyslurm from the host), and Debian's PyTorch for the facades' unit
+# tests. Installs them on Debian as root.
 set -euo pipefail
 python=${1:-/usr/bin/python3}
 missing=()
 "$python" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+# Unit tests of the vendor facades run on Debian's CPU PyTorch (the venv sees it).
+"$python" -c 'import torch, torchvision, tqdm' >/dev/null 2>&1 ||
+  missing+=(python3-torch python3-torchvision python3-tqdm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ ! -r /etc/debian_version ] || [ "$(id -u)" -ne 0 ]; then
   echo "aitestbed: missing host packages: ${missing[*]}: install them and run this again" >&2

@@ -1,0 +1,64 @@
+"""The emulated device this process talks to: its clock, its IPUs, its CPU threads.
+
+The numerics run on the host CPU with PyTorch. Device time comes from the
+timing model, and every progress bar in the process (tqdm's, the user's too)
+counts it: on the real system wall time and device time are the same thing,
+so that is what the documented bars and rates show.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from aitestbed.devices import ipu as ipu_model
+from aitestbed.devices.base import Allocation
+from aitestbed.devices.clock import VirtualClock
+
+
+class Runtime:
+    def __init__(self) -> None:
+        self.clock = VirtualClock()
+        self.first_pass = False  # a DataLoader is on its first pass over its dataset
+        self._allocation: Allocation | None = None
+        self._allocation_read = False
+        self._cpu_tuned = False
+
+    def allocation(self) -> Allocation | None:
+        if not self._allocation_read:
+            self._allocation = ipu_model.allocation_from_environment()
+            self._allocation_read = True
+        return self._allocation
+
+    def forget_allocation(self) -> None:
+        self._allocation_read = False
+
+    def tune_cpu(self) -> None:
+        """Use every CPU the job was given for torch, and keep OpenBLAS single-threaded
+        inside them (two thread pools on the same cores slow small steps down)."""
+        if self._cpu_tuned:
+            return
+        self._cpu_tuned = True
+        import torch
+
+        if "OMP_NUM_THREADS" not in os.environ:
+            torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+        if "OPENBLAS_NUM_THREADS" not in os.environ:
+            for name in ("libopenblas.so.0", "libblas.so.3"):
+                try:
+                    ctypes.CDLL(name).openblas_set_num_threads(1)
+                    break
+                except (OSError, AttributeError):
+                    continue
+
+
+def _show_device_time_in_progress_bars(clock: VirtualClock) -> None:
+    try:
+        import tqdm.std
+    except ImportError:
+        return
+    tqdm.std.time = clock.now
+
+
+runtime = Runtime()
+_show_device_time_in_progress_bars(runtime.clock)
