@@ -29,6 +29,7 @@ from .errors import AitestbedError
 from .inventory import project_root
 from .naming import LABEL_BUILD, LABEL_CLASS
 from .playbook import run_playbook
+from .sdk_artifacts import build_graphcore
 
 ENTRYPOINT = ["/usr/bin/tini", "--"]
 CMD = ["/opt/aitestbed/venv/bin/aitestbed-node-init"]
@@ -142,6 +143,7 @@ def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict
     say(f"building node class images: {', '.join(missing)} (Ansible, playbooks/image.yml)")
     started = time.monotonic()
     build_wheelhouse()
+    build_graphcore()
     run_id = uuid.uuid4().hex[:8]
     containers = {}
     try:

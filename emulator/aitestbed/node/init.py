@@ -22,6 +22,7 @@ from pathlib import Path
 NODE = Path("/etc/aitestbed/node")
 CLUSTER = Path("/etc/aitestbed/cluster")
 READY = Path("/run/aitestbed/initialized")
+HOOKS = Path("/etc/aitestbed/init.d")
 SERVICES = "/usr/local/sbin/aitestbed-services"
 ACCESS_DROPIN = Path("/etc/ssh/sshd_config.d/50-aitestbed-access.conf")
 
@@ -115,6 +116,14 @@ def enable_services(services: list[str]) -> None:
             link.symlink_to(Path("/etc/sv") / service)
 
 
+def run_hooks() -> None:
+    """Start-up steps a role installed for its hosts (e.g. links into the shared trees)."""
+    if HOOKS.is_dir():
+        for hook in sorted(HOOKS.iterdir()):
+            if hook.is_file() and os.access(hook, os.X_OK):
+                subprocess.run([str(hook)], check=True)
+
+
 def main() -> None:
     READY.unlink(missing_ok=True)
     node = json.loads((NODE / "node.json").read_text())
@@ -137,6 +146,7 @@ def main() -> None:
         ensure_user(user)
         if "/home" in node["mounts"]:
             ensure_home(user)
+    run_hooks()
 
     READY.parent.mkdir(parents=True, exist_ok=True)
     READY.write_text(node["name"] + "\n")

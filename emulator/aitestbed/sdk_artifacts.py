@@ -1,0 +1,38 @@
+"""What the vendor-SDK roles install that is built on the host: wheels, dataset sources.
+
+Containers being built have no network, so the host writes these into
+build/<vendor>/ and the roles copy them. Downloads are cached in build/downloads.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+from .datasets import mnist
+from .inventory import project_root
+from .wheels import build_wheel
+
+
+def build_graphcore(root: Path | None = None) -> Path:
+    """build/graphcore: each Poplar SDK release's poptorch wheel, and the MNIST source."""
+    root = root or project_root()
+    out = root / "build" / "graphcore"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    defaults = yaml.safe_load((root / "roles" / "graphcore_sdk" / "defaults" / "main.yml")
+                              .read_text())
+    emulator = root / "emulator"
+    for release in defaults["graphcore_sdk_releases"]:
+        version = release["version"]
+        build_wheel(out, release["poptorch_wheel"],
+                    {"poptorch": emulator / "poptorch", "popdist": emulator / "popdist"},
+                    summary=f"PopTorch {version} for the emulated Bow-Pod64 (aitestbed)",
+                    requires=["tqdm"],
+                    overrides={"poptorch/_version.py":
+                               f'"""Poplar SDK release."""\n\n__version__ = "{version}"\n'})
+    source = mnist.fetch(root / "build" / "downloads")
+    shutil.copy2(source, out / source.name)
+    return out
