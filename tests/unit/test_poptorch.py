@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-
 from pathlib import Path
 
 import poptorch
@@ -38,7 +37,8 @@ def allocation(monkeypatch):
 class Classifier(torch.nn.Module):
     def __init__(self, blocks: int = 1):
         super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(16 if i else 8, 16) for i in range(blocks))
+        self.layers = torch.nn.ModuleList(
+            torch.nn.Linear(16 if i else 8, 16) for i in range(blocks))
         self.head = torch.nn.Linear(16, 4)
         self.loss = torch.nn.CrossEntropyLoss()
 
