@@ -63,6 +63,7 @@ lint: venv
 bench: venv engine
 	$(BIN)/python tests/bench/bench_platform.py
 	$(BIN)/python tests/bench/bench_slurm.py
+	$(BIN)/python tests/bench/bench_graphcore.py
 
 lock:
 	rm -rf build/lockvenv && $(PYTHON) -m venv build/lockvenv

@@ -7,6 +7,7 @@ dataset. Batches are prepared one ahead in a thread while the device runs.
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 from collections.abc import Iterator
@@ -69,6 +70,18 @@ class DataLoader(torch.utils.data.DataLoader):
             runtime.first_pass = False
 
 
+_running: set[tuple[threading.Thread, threading.Event]] = set()
+
+
+@atexit.register
+def _stop_prefetching() -> None:
+    """A script that ends in the middle of a pass (an exception) must not leave a producer
+    running into the interpreter's shutdown, which aborts the process."""
+    for thread, stop in list(_running):
+        stop.set()
+        thread.join(timeout=5)
+
+
 def _prefetched(batches: Iterator[Any]) -> Iterator[Any]:
     """Prepare the next batch while the caller computes on this one."""
     ready: queue.Queue = queue.Queue(maxsize=1)
@@ -92,6 +105,7 @@ def _prefetched(batches: Iterator[Any]) -> Iterator[Any]:
 
     thread = threading.Thread(target=produce, name="poptorch-dataloader", daemon=True)
     thread.start()
+    _running.add((thread, stop))
     try:
         while True:
             batch, error = ready.get()
@@ -102,6 +116,7 @@ def _prefetched(batches: Iterator[Any]) -> Iterator[Any]:
             yield batch
     finally:
         stop.set()
+        _running.discard((thread, stop))
 
 
 class AsynchronousDataAccessor:

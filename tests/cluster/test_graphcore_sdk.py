@@ -1,0 +1,175 @@
+"""The Graphcore workflows of the guide (seeds 002 and 004), replayed as a user.
+
+A user logs in to gc-login-01, hops to gc-poplar-02 (a login shell, so the
+default Poplar SDK is enabled), makes a venv, installs the SDK's poptorch
+wheel, clones the examples and runs them under Slurm.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+
+LOGIN = "gc-login-01"
+POPLAR = "gc-poplar-02"
+SDK = "/software/graphcore/poplar_sdk"
+WHEEL_33 = "poptorch-3.3.0+113432_960e9c294b_ubuntu_20_04-cp311-cp311-linux_x86_64.whl"
+VENV = "~/venvs/graphcore/poptorch33_env"
+MNIST_DIR = "~/graphcore/examples/tutorials/simple_applications/pytorch/mnist"
+
+
+def on_poplar(cluster, script: str, timeout: float = 600) -> tuple[int, str]:
+    """Run `script` in a login shell on gc-poplar-02, reached from gc-login-01 as in the guide."""
+    name = f".aitestbed-step-{uuid.uuid4().hex[:8]}.sh"
+    rc, out = cluster.run(LOGIN, f"cat > ~/{name} <<'EOF'\n{script}\nEOF")
+    assert rc == 0, out
+    return cluster.run(LOGIN, f"ssh {POPLAR} bash -l ~/{name}; rc=$?; rm -f ~/{name}; exit $rc",
+                       timeout=timeout)
+
+
+def in_venv(script: str) -> str:
+    return f"source {VENV}/bin/activate\nexport POPTORCH_CACHE_DIR=~/tmp\n{script}"
+
+
+def plain(text: str) -> str:
+    """Terminal output as a user reads it: progress-bar redraws reduced to their last state."""
+    return "\n".join(line.split("\r")[-1] for line in text.splitlines())
+
+
+@pytest.fixture(scope="module")
+def workspace(cluster):
+    """The guide's set-up: venv with the SDK's wheel, ~/tmp cache, examples at v3.3.0."""
+    rc, out = on_poplar(cluster, f"""set -e
+rm -rf {VENV} ~/graphcore ~/tmp  # a cluster reused with AITESTBED_TEST_CLUSTER
+mkdir -p ~/venvs/graphcore ~/tmp
+virtualenv -q {VENV}
+source {VENV}/bin/activate
+POPLAR_SDK_ROOT={SDK}/3.3.0
+export POPLAR_SDK_ROOT=$POPLAR_SDK_ROOT
+pip install -q $POPLAR_SDK_ROOT/{WHEEL_33}
+mkdir -p ~/graphcore && cd ~/graphcore
+git clone -q https://github.com/graphcore/examples.git
+cd examples
+git tag
+git checkout -q v3.3.0
+python -c 'import poptorch; print("poptorch", poptorch.__version__)'""")
+    assert rc == 0, out
+    return out
+
+
+def test_the_default_sdk_is_enabled_at_login(cluster):
+    rc, out = on_poplar(cluster, "popc --version; echo $POPLAR_SDK_ENABLED")
+    assert rc == 0, out
+    assert out.splitlines()[:2] == [
+        "POPLAR version 3.1.0 (e12d5f9f01)",
+        "clang version 15.0.0 (bab932b4fc4cdb58bb009370384b2c41579bd9d9)"]
+    assert f"{SDK}/3.1.0/poplar-ubuntu_20_04-3.1.0+6824-9c103dc348" in out
+
+
+def test_another_sdk_is_enabled_after_unsetting_the_current_one(cluster):
+    rc, out = on_poplar(cluster, f"source {SDK}/3.3.0/enable; echo rc=$?\n"
+                                 f"unset POPLAR_SDK_ENABLED; source {SDK}/3.3.0/enable\n"
+                                 "popc --version")
+    assert rc == 0, out
+    assert "ERROR: A Poplar SDK has already been enabled." in out and "rc=1" in out
+    assert "POPLAR version 3.3.0 (de1f8de2a7)" in out
+
+
+def test_the_wheel_installs_in_a_venv_and_the_examples_clone(workspace):
+    assert "poptorch 3.3.0" in workspace
+    assert "v3.1.0" in workspace and "v3.3.0" in workspace
+
+
+def test_the_documented_python_3_8_wheel_name_is_refused_by_pip(cluster, workspace):
+    rc, out = on_poplar(cluster, in_venv(
+        f"cp {SDK}/3.3.0/{WHEEL_33} /tmp/{WHEEL_33.replace('cp311', 'cp38')}\n"
+        f"pip install /tmp/{WHEEL_33.replace('cp311', 'cp38')}"))
+    assert rc != 0
+    assert "is not a supported wheel on this platform" in out
+
+
+def test_mnist_without_srun_fails_with_the_real_message(cluster, workspace):
+    rc, out = on_poplar(cluster, in_venv(f"cd {MNIST_DIR}\npython mnist_poptorch.py --epochs 1"))
+    assert rc != 0
+    assert "[poptorch::python] [critical] poptorch.poptorch_core.Error: In poptorch/" in out
+    assert out.rstrip().endswith(
+        "poptorch.poptorch_core.Error: In poptorch/popart_compiler/source/CompilerImpl.cpp:725: "
+        "'poptorch_cpp_error': Failed to acquire 1 IPU(s)\nNo IPU detected in the system.\n"
+        "For more information use the Graphcore command-line tool `gc-monitor`.")
+
+
+def test_mnist_trains_for_real_under_srun_and_fills_the_cache(cluster, workspace):
+    rc, out = on_poplar(cluster, in_venv(
+        f"rm -rf ~/tmp/*; cd {MNIST_DIR}\n/opt/slurm/bin/srun --ipus=1 python mnist_poptorch.py "
+        "--epochs 1; ls ~/tmp"), timeout=900)
+    assert rc == 0, out
+    text = plain(out)
+    assert "Graph compilation: 100%|██████████| 100/100 [00:20<00:00]" in text
+    assert re.search(r"Epochs: 100%\|██████████\| 1/1 \[00:27<00:00, 27\.\d\ds/it\]", text), text
+    accuracy = float(re.search(r"Accuracy on test set: ([\d.]+)%", text).group(1))
+    assert accuracy >= 90.0
+    assert "Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))" in text
+    assert ".popef" in text
+
+
+def test_sbatch_reuses_the_cached_executable(cluster, workspace):
+    """The guide's batch script; the second run finds the .popef and skips compiling."""
+    rc, out = on_poplar(cluster, in_venv(f"""cd {MNIST_DIR}
+printf '#!/bin/sh\\n\\npython mnist_poptorch.py --epochs 1\\n' > submit-mnist-poptorch-job.sh
+job=$(sbatch --parsable --ipus=1 --output=mnist-poptorch-output.log submit-mnist-poptorch-job.sh)
+while squeue -h -j $job | grep -q .; do sleep 2; done
+sacct -n -X -j $job -o State 2>/dev/null || true
+cat mnist-poptorch-output.log"""), timeout=900)
+    assert rc == 0, out
+    text = plain(out)
+    assert "Graph compilation: 100%|██████████| 100/100 [00:00<00:00]" in text
+    assert re.search(r"Epochs: 100%\|██████████\| 1/1 \[00:07<00:00,  7\.\d\ds/it\]", text), text
+    assert float(re.search(r"Accuracy on test set: ([\d.]+)%", text).group(1)) >= 90.0
+
+
+def test_poprun_runs_resnet50_with_four_replicas(cluster, workspace):
+    rc, out = on_poplar(cluster, in_venv(
+        "mkdir -p ~/graphcore/tmp/pt_cache/ && export PYTORCH_CACHE_DIR=~/graphcore/tmp/pt_cache/\n"
+        "/opt/slurm/bin/srun --ipus=4 poprun -vv --num-instances=1 --num-replicas=4 "
+        "--executable-cache-path=$PYTORCH_CACHE_DIR python3 "
+        "/home/$USER/graphcore/examples/vision/cnns/pytorch/train/train.py --config resnet50-pod4 "
+        "--imagenet-data-path /mnt/localdata/datasets/imagenet-raw-dataset --epoch 1 "
+        "--validation-mode none --dataloader-worker 14 --dataloader-rebatch-size 256"),
+        timeout=900)
+    assert rc == 0, out
+    text = plain(out)
+    assert re.search(r"POPRUN \[I\] V-IPU server address picked up from 'vipu': [\d.]+:8090", text)
+    assert re.search(r"Partition slurm_\d+ already exists and is in state: PS_ACTIVE", text)
+    assert "| replicas  | 0 | 1 | 2 | 3 |" in text
+    assert "[1,0]<stdout>:[INFO] Total replicas: 4" in text
+    assert "[1,0]<stdout>:[INFO] Number of IPUs required: 4" in text
+    assert "Graph compilation: 100%|██████████| 100/100 [06:26<00:00]" in text
+    assert re.search(r"\[INFO\] throughput: 1[89]\d\d\.\d samples/sec", text), text
+    assert re.search(r"POPRUN \[I\] mpirun \(PID \d+\) terminated with exit code 0", text)
+
+
+def test_gc_info_lists_the_jobs_ipus(cluster):
+    rc, out = on_poplar(cluster, "/opt/slurm/bin/srun --ipus=2 sh -c "
+                                 "'gc-info -l; gc-info --device-id 0 --device-info'")
+    assert rc == 0, out
+    assert "Graphcore device listing:" in out
+    assert re.search(r"-\+- Id: +\[0\], target: \[Fabric\], IPU-M host: +\[10\.1\.5\.\d+\], "
+                     r"IPU#: \[\d\]", out), out
+    assert re.search(r"-\+- Id: +\[2\], target: \[Multi IPU\]", out), out
+    assert "Device Info:" in out and "ipu architecture: ipu2" in out
+
+
+def test_gc_monitor_shows_running_jobs_and_crashes_without_any(cluster):
+    rc, out = on_poplar(cluster, """export IPUOF_VIPU_API_HOST=vipu
+gc-monitor --no-card-info --all-partitions; echo "idle rc=$?"
+job=$(sbatch --parsable --ipus=1 -o /dev/null --wrap 'sleep 60')
+until squeue -h -j $job -o %T | grep -q RUNNING; do sleep 1; done
+gc-monitor --no-card-info --all-partitions
+scancel $job""")
+    assert rc == 0, out
+    assert "Segmentation fault (core dumped)" in out and "idle rc=139" in out
+    assert re.search(r"\|\s+IPUs in slurm_\d+ attached from other namespaces\s+\|\s+Board\s+\|",
+                     out), out
+    assert re.search(r"\| 0\s+\|\s+gc-poplar-0\d\s+\|\s+1850MHz\s+\|", out), out
