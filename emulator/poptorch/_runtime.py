@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
 from aitestbed.devices import ipu as ipu_model
 from aitestbed.devices.base import Allocation
-from aitestbed.devices.clock import VirtualClock
+from aitestbed.devices.clock import TimeScaleError, VirtualClock
 
 
 class Runtime:
@@ -60,5 +61,9 @@ def _show_device_time_in_progress_bars(clock: VirtualClock) -> None:
     tqdm.std.time = clock.now
 
 
-runtime = Runtime()
+try:
+    runtime = Runtime()
+except TimeScaleError as err:
+    sys.stderr.write(f"{err}\n")
+    raise SystemExit(1) from None
 _show_device_time_in_progress_bars(runtime.clock)

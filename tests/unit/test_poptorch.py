@@ -271,12 +271,23 @@ def test_popdist_reads_poprun_s_environment(monkeypatch):
     assert (opts.Distributed.processId, opts.Distributed.numProcesses) == (1, 2)
 
 
-def test_a_bad_log_level_stops_at_import_with_the_real_message(tmp_path):
+def _import_poptorch(**env: str) -> subprocess.CompletedProcess:
     emulator = Path(poptorch.__file__).parents[1]
-    env = {**os.environ, "POPTORCH_LOG_LEVEL": "LOUD", "PYTHONPATH": str(emulator)}
-    result = subprocess.run([sys.executable, "-c", "import poptorch"], env=env,
-                            capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", "import poptorch"],
+                          env={**os.environ, "PYTHONPATH": str(emulator), **env},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_bad_log_level_stops_at_import_with_the_real_message():
+    result = _import_poptorch(POPTORCH_LOG_LEVEL="LOUD")
     assert result.returncode == 1
     assert result.stderr.startswith("Unknown POPTORCH_LOG_LEVEL 'LOUD'. Valid values are "
                                     "TRACE_ALL, TRACE, DEBUG")
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bad_time_scale_stops_at_import_with_a_clear_message():
+    result = _import_poptorch(AITESTBED_TIME_SCALE="fast")
+    assert result.returncode == 1
+    assert result.stderr.startswith("AITESTBED_TIME_SCALE='fast' is not a time scale")
     assert "Traceback" not in result.stderr

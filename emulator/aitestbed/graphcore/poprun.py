@@ -66,24 +66,22 @@ def yes_no(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid value '{text}': expected yes or no")
 
 
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value '{text}': expected a number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"invalid value '{text}': must be at least 1")
-    return value
+def _at_least(minimum: int, rule: str):
+    """An argparse type for whole numbers of `minimum` or more."""
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid value '{text}': expected a number") \
+                from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"invalid value '{text}': {rule}")
+        return value
+    return convert
 
 
-def non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value '{text}': expected a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"invalid value '{text}': must be 0 or more")
-    return value
+positive = _at_least(1, "must be at least 1")
+non_negative = _at_least(0, "must be 0 or more")
 
 
 def build_parser() -> argparse.ArgumentParser:
