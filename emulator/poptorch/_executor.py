@@ -252,7 +252,6 @@ class PoplarExecutor:
             raise Error("This executor has been destroyed")
 
     def _compile(self, args: tuple, kwargs: dict, micro: int) -> None:
-        runtime.tune_cpu()
         self._setup_distributed()
         micro_args = _slice(args, 0, micro)
         micro_kwargs = _slice(kwargs, 0, micro)

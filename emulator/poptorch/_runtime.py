@@ -67,3 +67,7 @@ except TimeScaleError as err:
     sys.stderr.write(f"{err}\n")
     raise SystemExit(1) from None
 _show_device_time_in_progress_bars(runtime.clock)
+# Before any thread of ours runs torch: a process whose first torch work is on another
+# thread (the data loader's) and whose main thread then fails aborts at exit
+# ("terminate called without an active exception").
+runtime.tune_cpu()

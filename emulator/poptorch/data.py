@@ -2,14 +2,11 @@
 
 combined batch = batch_size x deviceIterations x (replicationFactor / inputGroupSize)
 x gradientAccumulation; under poprun each instance reads its own share of the
-dataset. Batches are prepared one ahead in a thread while the device runs.
+dataset.
 """
 
 from __future__ import annotations
 
-import atexit
-import queue
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,62 +58,11 @@ class DataLoader(torch.utils.data.DataLoader):
         first = self._passes == 0
         self._passes += 1
         batches = super().__iter__()
-        if self.num_workers == 0:
-            batches = _prefetched(batches)
         runtime.first_pass = first
         try:
             yield from batches
         finally:
             runtime.first_pass = False
-
-
-_running: set[tuple[threading.Thread, threading.Event]] = set()
-
-
-@atexit.register
-def _stop_prefetching() -> None:
-    """A script that ends in the middle of a pass (an exception) must not leave a producer
-    running into the interpreter's shutdown, which aborts the process."""
-    for thread, stop in list(_running):
-        stop.set()
-        thread.join(timeout=5)
-
-
-def _prefetched(batches: Iterator[Any]) -> Iterator[Any]:
-    """Prepare the next batch while the caller computes on this one."""
-    ready: queue.Queue = queue.Queue(maxsize=1)
-    done = object()
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for batch in batches:
-                while not stop.is_set():
-                    try:
-                        ready.put((batch, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            ready.put((done, None))
-        except BaseException as err:  # noqa: BLE001 - handed to the consumer
-            ready.put((done, err))
-
-    thread = threading.Thread(target=produce, name="poptorch-dataloader", daemon=True)
-    thread.start()
-    _running.add((thread, stop))
-    try:
-        while True:
-            batch, error = ready.get()
-            if batch is done:
-                if error is not None:
-                    raise error
-                return
-            yield batch
-    finally:
-        stop.set()
-        _running.discard((thread, stop))
 
 
 class AsynchronousDataAccessor:
