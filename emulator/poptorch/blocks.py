@@ -167,6 +167,8 @@ def ipu_print_tensor(tensor: torch.Tensor, title: str = "", print_gradient: bool
                      max_line_width: int = 80, digits: int = 4, float_format: str = "auto",
                      separator: str = " ", open_bracket: str = "(", close_bracket: str = ")"):
     """Print the tensor's values as the device computes them; returns the tensor."""
+    if placement.tracing:  # compiling, not running: nothing is printed yet
+        return tensor
     with torch.no_grad():
         text = torch._tensor_str._tensor_str(tensor.detach(), 0) if tensor.dim() else \
             str(tensor.item())

@@ -291,3 +291,16 @@ def test_a_bad_time_scale_stops_at_import_with_a_clear_message():
     assert result.returncode == 1
     assert result.stderr.startswith("AITESTBED_TIME_SCALE='fast' is not a time scale")
     assert "Traceback" not in result.stderr
+
+
+def test_ipu_print_tensor_prints_and_passes_the_tensor_on(allocation, capsys):
+    allocation(1)
+
+    class Printing(torch.nn.Module):
+        def forward(self, x):
+            return poptorch.ipu_print_tensor(x * 2, "doubled")
+
+    out = poptorch.inferenceModel(Printing())(torch.ones(2, 3))
+    assert torch.equal(out, torch.full((2, 3), 2.0))
+    # printed once, when it runs (not while it is traced)
+    assert capsys.readouterr().out == "doubled: [[2., 2., 2.],\n [2., 2., 2.]]\n"
