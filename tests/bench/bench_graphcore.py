@@ -29,7 +29,8 @@ mkdir -p ~/graphcore && cd ~/graphcore
 git clone -q https://github.com/graphcore/examples.git && cd examples && git checkout -q v3.3.0
 """
 IMPORT = """source ~/venvs/graphcore/poptorch33_env/bin/activate
-for i in 1 2 3 4 5; do /usr/bin/time -f %e python -c 'import poptorch' 2>&1; done
+TIMEFORMAT=%R
+for i in 1 2 3 4 5; do { time python -c 'import poptorch'; } 2>&1; done
 """
 MNIST = """source ~/venvs/graphcore/poptorch33_env/bin/activate
 export POPTORCH_CACHE_DIR=~/tmp

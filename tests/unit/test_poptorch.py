@@ -304,3 +304,27 @@ def test_ipu_print_tensor_prints_and_passes_the_tensor_on(allocation, capsys):
     assert torch.equal(out, torch.full((2, 3), 2.0))
     # printed once, when it runs (not while it is traced)
     assert capsys.readouterr().out == "doubled: [[2., 2., 2.],\n [2., 2., 2.]]\n"
+
+
+@pytest.mark.parametrize("scale", ["0", "0.05"])
+def test_the_time_scale_makes_wall_time_follow_device_time(scale):
+    """Compiling the small model takes 13 device seconds (inference): at scale 0.05 the
+    process's wall time since the device clock started is at least 0.65 s; at 0 (the
+    default) nothing waits."""
+    code = ("import torch, poptorch\n"
+            "from poptorch._runtime import runtime\n"
+            "model = poptorch.inferenceModel(torch.nn.Linear(8, 4))\n"
+            "model.compile(torch.randn(2, 8))\n"
+            "print(runtime.clock.wall_seconds(), model.compilationTime())")
+    emulator = Path(poptorch.__file__).parents[1]
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PYTHONPATH": str(emulator),
+                                             "AITESTBED_TIME_SCALE": scale,
+                                             "POPTORCH_IPU_MODEL": "1"})
+    assert result.returncode == 0, result.stderr
+    wall, device = map(float, result.stdout.split())
+    assert device == pytest.approx(13.0)
+    if scale == "0":
+        assert wall < 0.5
+    else:
+        assert 0.65 <= wall < 2.0
