@@ -99,9 +99,11 @@ def expand(samples: list[tuple[bytes, int]], size: int, seed: int) -> tuple[byte
     count = len(samples)
     while count < size:
         n = len(samples)
-        angle = (torch.rand(n, generator=generator) - 0.5) * (2 * 12 * torch.pi / 180)
-        scale = 0.9 + torch.rand(n, generator=generator) * 0.2
-        shift = (torch.rand(n, 2, generator=generator) - 0.5) * (2 * 2.5 / (SIDE / 2))
+        # MNIST digits are size-normalised and centred, so the variants stay close:
+        # up to 10 degrees, 5 % and one pixel.
+        angle = (torch.rand(n, generator=generator) - 0.5) * (2 * 10 * torch.pi / 180)
+        scale = 0.95 + torch.rand(n, generator=generator) * 0.1
+        shift = (torch.rand(n, 2, generator=generator) - 0.5) * (2 * 1.0 / (SIDE / 2))
         cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
         theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1),
                              torch.stack([sin, cos, shift[:, 1]], 1)], 1)
