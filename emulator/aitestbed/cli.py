@@ -173,7 +173,7 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     state = _state(ctx)
     record = state.load()
     topology = load_inventory(record.profile, record.systems)
-    images.build_wheelhouse()  # the roles copy it; reproducible, so equal to the images' copy
+    images.build_host_artifacts()  # the roles copy them
     result = run_playbook(playbook, [topology.inventory_path, state.inventory_path],
                           limit=",".join(n.name for n in topology.nodes), args=list(args))
     sys.exit(result.returncode)

@@ -134,6 +134,13 @@ def build_wheelhouse() -> Path:
     return wheelhouse
 
 
+def build_host_artifacts() -> None:
+    """What the roles copy from the host: the wheelhouse and the vendor SDKs' files.
+    Reproducible, so a rebuild equals the images' copies and site.yml changes nothing."""
+    build_wheelhouse()
+    build_graphcore()
+
+
 def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict[str, str]:
     node_os = ensure_node_os(client)
     tags = {c: class_tag(client, node_os, c) for c in classes}
@@ -142,8 +149,7 @@ def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict
         return tags
     say(f"building node class images: {', '.join(missing)} (Ansible, playbooks/image.yml)")
     started = time.monotonic()
-    build_wheelhouse()
-    build_graphcore()
+    build_host_artifacts()
     run_id = uuid.uuid4().hex[:8]
     containers = {}
     try:
