@@ -127,3 +127,44 @@ def test_other_models_fall_between_the_calibrations():
     assert timing.compile_seconds(10) == pytest.approx(20.0)  # held at the ends
     assert timing.samples_per_second(2_000_000, 2) == pytest.approx(
         2 * timing.samples_per_second(2_000_000, 1))
+
+
+# -- SambaNova RDUs ------------------------------------------------------------------------
+
+
+def test_datascale_nodes_have_the_documented_rdus_tiles_and_ddr():
+    from aitestbed.devices import rdu
+
+    assert rdu.SN10_8.chips == rdu.SN30_8.chips == 8  # 4 XRDUs x 2 RDUs
+    assert (rdu.SN10_RDU.cores, rdu.SN30_RDU.cores) == (4, 8)
+    assert rdu.SN10_RDU.memory_bytes == 6 * 64e9  # six DDR channels of 64 GB (snconfig, sm-01)
+    assert rdu.SN30_RDU.memory_bytes * rdu.RDUS_PER_XRDU == 2048e9  # per XRDU
+    assert rdu.tile_names(3, 4) == [f"/XRDU_1/RDU_1/TILE_{t}" for t in range(4)]
+    assert len([t for r in range(8) for t in rdu.tile_names(r, 8)]) == 64  # sntilestat's rows
+
+
+def test_a_job_holds_the_tiles_of_its_rdus_from_the_prolog_records():
+    from aitestbed.devices import rdu
+
+    records = {"node": "sn30-r1-h1", "rdus": 8, "tiles_per_rdu": 8,
+               "jobs": {"42": {"user": "u", "rdus": [2, 3], "tiles": []}}}
+    held = rdu.allocation_from_records(records, "42")
+    assert held.system is rdu.SN30_8 and held.chip_ids == (2, 3)
+    assert rdu.tiles(held)[0] == "/XRDU_1/RDU_0/TILE_0" and len(rdu.tiles(held)) == 16
+    assert rdu.allocation_from_records(records, "7") is None
+
+
+def test_a_pef_runs_on_the_tiles_it_was_compiled_for_or_says_why_not():
+    from aitestbed.devices import rdu
+
+    one_sn10 = Allocation(system=rdu.SN10_8, name="job 1", chip_ids=(0,))
+    assert rdu.place_pef(4, one_sn10) == [f"/XRDU_0/RDU_0/TILE_{t}" for t in range(4)]
+    with pytest.raises(InsufficientDevicesError, match=r"needs 8 tiles but the job holds 4 .* "
+                       r"--gres=rdu:2"):
+        rdu.place_pef(8, one_sn10)
+    with pytest.raises(NoDeviceError, match="no RDU is allocated to this job"):
+        rdu.place_pef(4, None)
+    rdu.check_batch_size(32, 32)
+    with pytest.raises(rdu.BatchSizeMismatchError, match="compiled for batch size 32, but the "
+                       "input has batch size 16"):
+        rdu.check_batch_size(32, 16)

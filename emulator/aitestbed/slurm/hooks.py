@@ -18,12 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+from ..devices.rdu import RDUS_PER_NODE, tile_names
 from ..vipu.client import VipuClient, VipuError
 from .jobinfo import SlurmCommandError, job_gres, squeue
 
 SLURM_SETTINGS = Path("/etc/slurm/aitestbed.json")
 RDU_RECORDS = Path("/var/lib/aitestbed/rdu/allocations.json")
-RDUS_PER_NODE = 8  # DataScale SN10-8 and SN30-8
 
 
 def _settings() -> dict:
@@ -81,11 +81,6 @@ def vipu_epilog() -> None:
     except VipuError as err:
         if err.status != 404:  # a job without IPUs has no partition
             raise
-
-
-def tile_names(rdu: int, tiles_per_rdu: int) -> list[str]:
-    """RDU n of an 8-RDU node is RDU_(n%2) of XRDU_(n//2), as snconfig lists them."""
-    return [f"/XRDU_{rdu // 2}/RDU_{rdu % 2}/TILE_{t}" for t in range(tiles_per_rdu)]
 
 
 def assign_rdus(records: dict, job_id: str, user: str, count: int, total: int,
