@@ -111,13 +111,13 @@ def trace(model: torch.nn.Module, micro_args: tuple, micro_kwargs: dict,
     return ipus, per_ipu
 
 
-def cache_key(model: torch.nn.Module, args: tuple, options: Options, training: bool,
+def cache_key(model: torch.nn.Module, inputs: Any, options: Options, training: bool,
               version: str) -> str:
     digest = hashlib.sha256()
     digest.update(f"{version}|{training}|{model!r}".encode())
     for name, parameter in model.named_parameters():
         digest.update(f"{name}:{tuple(parameter.shape)}:{parameter.dtype}".encode())
-    for tensor in _tensors(args):
+    for tensor in _tensors(inputs):
         digest.update(f"{tuple(tensor.shape)}:{tensor.dtype}".encode())
     digest.update(json.dumps(options.toDict(), sort_keys=True, default=str).encode())
     return digest.hexdigest()[:20]
@@ -183,6 +183,7 @@ def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args:
                   micro_kwargs: dict, options: Options, training: bool,
                   version: str) -> Executable:
     ipus, bytes_per_ipu = trace(model, micro_args, micro_kwargs, training)
+    inputs = (args, kwargs)  # keyword inputs count as much as positional ones
     replicas = options.replication_factor
     reserved, _ids = acquire(options, ipus)
     try:
@@ -191,11 +192,11 @@ def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args:
         raise device_error(err, "poplar/graph_memory_allocation_error") from None
     parameters = sum(p.numel() for p in model.parameters())
     timing_parameters = int(getattr(model, NOMINAL_PARAMETERS_ATTR, parameters))
-    for index, tensor in enumerate(_tensors(args)):
+    for index, tensor in enumerate(_tensors(inputs)):
         if tensor.dtype == torch.int64:  # the IPU has no 64-bit integers
             logger.log("WARN", f"[DISPATCHER] Type coerced from Long to Int for tensor id "
                                f"{9 + index}", component="poptorch:cpp")
-    key = cache_key(model, args, options, training, version)
+    key = cache_key(model, inputs, options, training, version)
     cache_dir = options.executable_cache_dir
     cache_file = Path(cache_dir).expanduser() / f"{key}.popef" if cache_dir else None
     if cache_file is not None and cache_file.exists() and not options.ipu_model():
@@ -208,7 +209,7 @@ def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args:
                             timing_parameters=timing_parameters, ipus_per_replica=ipus,
                             replicas=replicas, ipus_reserved=reserved,
                             bytes_per_ipu=bytes_per_ipu, compile_seconds=seconds,
-                            input_shapes=[list(t.shape) for t in _tensors(args)], key=key)
+                            input_shapes=[list(t.shape) for t in _tensors(inputs)], key=key)
     _progress(seconds, options)
     if cache_file is not None and not options.ipu_model():
         write_cached(cache_file, executable)

@@ -12,6 +12,7 @@ instances the gradients are averaged with torch.distributed.
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 import torch
@@ -106,16 +107,13 @@ class PoplarExecutor:
                  optimizer: torch.optim.Optimizer | None = None):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("trainingModel/inferenceModel take a torch.nn.Module")
-        self._user_model = model
+        # The device and the host share the weights: training updates the host model,
+        # and an inferenceModel of it made later sees the trained weights.
+        self._model = model
         self._options = (options or Options()).clone()
         self._training = training
-        if training:
-            self._model = model
-            self._optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=0.01)
-        else:
-            # Inference runs a copy of the weights (PopTorch copies them to the device).
-            self._model = model
-            self._optimizer = None
+        self._optimizer = (optimizer or torch.optim.SGD(model.parameters(), lr=0.01)) \
+            if training else None
         mode = self._options.output_mode
         if mode == OutputMode.Default:
             mode = OutputMode.Final if training else OutputMode.All
@@ -225,7 +223,7 @@ class PoplarExecutor:
 
     def save(self, filename: str, export_model: bool = True, save_rng_state: bool = True):
         torch.save({"poptorch_version": __version__, "training": self._training,
-                    "model": self._user_model, "options": self._options,
+                    "model": self._model, "options": self._options,
                     "optimizer": self._optimizer,
                     "executable": self._executable}, filename)
 
@@ -235,16 +233,16 @@ class PoplarExecutor:
 
     @property
     def model(self) -> torch.nn.Module:
-        return self._user_model
+        return self._model
 
     def __getattr__(self, name: str) -> Any:
         # Attributes of the wrapped model (e.g. a custom method) are reachable, as in PopTorch.
         if name.startswith("_"):
             raise AttributeError(name)
-        return getattr(self.__dict__["_user_model"], name)
+        return getattr(self.__dict__["_model"], name)
 
     def __repr__(self) -> str:
-        return repr(self._user_model)
+        return repr(self._model)
 
     # -- the work ------------------------------------------------------------------------
     def _check_usable(self) -> None:
@@ -267,8 +265,6 @@ class PoplarExecutor:
         _trace().event("compile", kind, before, runtime.clock.now())
 
     def _setup_distributed(self) -> None:
-        import os
-
         instances = int(os.environ.get("POPDIST_NUM_INSTANCES", "1") or 1)
         if instances < 2 or not self._training:
             return

@@ -559,12 +559,7 @@ def launch(args: argparse.Namespace, command: list[str], out: Output,
 
     def forward(signum: int, _frame: object) -> None:
         forwarded.append(signum)
-        for proc in procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signum)
-                except ProcessLookupError:
-                    pass
+        _signal_all(procs, signum)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
