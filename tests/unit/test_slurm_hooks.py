@@ -29,28 +29,6 @@ def test_parse_gres(text, counts):
     assert jobinfo.parse_gres(text) == counts
 
 
-def test_tiles_are_named_as_sntilestat_lists_them():
-    assert hooks.tile_names(3, 4) == [f"/XRDU_1/RDU_1/TILE_{t}" for t in range(4)]
-
-
-def test_jobs_get_the_lowest_free_rdus_and_their_tiles():
-    records: dict = {}
-    first = hooks.assign_rdus(records, "1", "a", 2, 8, 8)
-    second = hooks.assign_rdus(records, "2", "b", 3, 8, 8)
-    assert first["rdus"] == [0, 1] and second["rdus"] == [2, 3, 4]
-    assert len(second["tiles"]) == 24
-    assert hooks.assign_rdus(records, "1", "a", 2, 8, 8) is first  # a retried prolog
-    records["jobs"].pop("1")
-    assert hooks.assign_rdus(records, "3", "c", 2, 8, 4)["rdus"] == [0, 1]
-    with pytest.raises(RuntimeError, match="needs 4 RDUs, 3 are free"):
-        hooks.assign_rdus(records, "4", "d", 4, 8, 4)
-
-
-def test_a_job_without_rdus_is_recorded_with_none():
-    records: dict = {}
-    assert hooks.assign_rdus(records, "5", "a", 0, 8, 8) == {"user": "a", "rdus": [], "tiles": []}
-
-
 def test_the_vipu_prolog_reclaims_ipus_of_a_job_that_is_over(monkeypatch, tmp_path):
     """A partition left by a job whose epilog never ran must not block the POD."""
     gres = tmp_path / "gres.conf"

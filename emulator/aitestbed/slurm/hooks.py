@@ -4,13 +4,12 @@
       controller: ask the V-IPU server for the partition slurm_<jobid> holding
       exactly the job's IPUs on each of its nodes, and remove it at the end.
   rdu-prolog / rdu-epilog    Prolog / Epilog (PrologFlags=Alloc) on SambaNova
-      nodes: record which RDUs and tiles of this node the job holds.
+      nodes: ask the node's snd daemon to give the job its RDUs, and to free them.
 A failing prolog makes Slurm requeue and hold the job, as with real hardware.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
@@ -18,12 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..devices.rdu import RDUS_PER_NODE, tile_names
+from ..sambanova.client import SndClient, SndUnavailable
 from ..vipu.client import VipuClient, VipuError
 from .jobinfo import SlurmCommandError, job_gres, squeue
 
 SLURM_SETTINGS = Path("/etc/slurm/aitestbed.json")
-RDU_RECORDS = Path("/var/lib/aitestbed/rdu/allocations.json")
 
 
 def _settings() -> dict:
@@ -83,50 +81,32 @@ def vipu_epilog() -> None:
             raise
 
 
-def assign_rdus(records: dict, job_id: str, user: str, count: int, total: int,
-                tiles_per_rdu: int) -> dict:
-    """Give the job the lowest free RDUs of this node (Slurm guarantees the count)."""
-    jobs = records.setdefault("jobs", {})
-    if job_id in jobs:
-        return jobs[job_id]
-    held = {r for job in jobs.values() for r in job["rdus"]}
-    free = [r for r in range(total) if r not in held]
-    if count > len(free):
-        raise RuntimeError(f"job {job_id} needs {count} RDUs, {len(free)} are free")
-    rdus = free[:count]
-    jobs[job_id] = {"user": user, "rdus": rdus,
-                    "tiles": [t for r in rdus for t in tile_names(r, tiles_per_rdu)]}
-    return jobs[job_id]
+# snd may be (re)starting with its node: a job's prolog waits for it this long.
+SND_WAIT_S = 30.0
 
 
-def _with_rdu_records(change) -> None:
-    RDU_RECORDS.parent.mkdir(parents=True, exist_ok=True)
-    with open(RDU_RECORDS.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        records = json.loads(RDU_RECORDS.read_text()) if RDU_RECORDS.is_file() else {}
-        change(records)
-        tmp = RDU_RECORDS.with_name(f".{RDU_RECORDS.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
-        tmp.chmod(0o644)
-        tmp.replace(RDU_RECORDS)
+def _snd_call(call):
+    deadline = time.monotonic() + SND_WAIT_S
+    while True:
+        try:
+            return call(SndClient())
+        except SndUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def rdu_prolog() -> None:
+    """Ask this node's snd to give the job its RDUs (its rdu GRES on this node)."""
     job_id, user = _job()
     node = socket.gethostname().split(".")[0]
     count = job_gres(job_id).get(node, {}).get("rdu", 0)
-    tiles = _settings()["rdu_tiles"]
-
-    def change(records: dict) -> None:
-        records.update(node=node, rdus=RDUS_PER_NODE, tiles_per_rdu=tiles)
-        assign_rdus(records, job_id, user, count, RDUS_PER_NODE, tiles)
-
-    _with_rdu_records(change)
+    _snd_call(lambda snd: snd.reserve(job_id, user, count))
 
 
 def rdu_epilog() -> None:
     job_id, _ = _job()
-    _with_rdu_records(lambda records: records.setdefault("jobs", {}).pop(job_id, None))
+    _snd_call(lambda snd: snd.release(job_id))
 
 
 HOOKS = {"vipu-prolog": vipu_prolog, "vipu-epilog": vipu_epilog,

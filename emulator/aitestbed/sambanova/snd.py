@@ -1,0 +1,209 @@
+"""snd, the SN Devices Service: owns a node's RDUs and tiles (HTTP/JSON on a Unix socket).
+
+  GET    /node                   platform, RDUs, tiles per RDU
+  GET    /tiles                  one row per tile: status, job, session, state shares
+  GET    /jobs                   the jobs holding RDUs
+  PUT    /jobs/ID                {"user", "rdus"}   (root: Slurm's prolog)
+  DELETE /jobs/ID                                   (root: Slurm's epilog)
+  POST   /sessions               {"tiles", "job_id", "data_parallel"} -> {"id", "tiles"}
+  PUT    /sessions/ID/state      {"state": "pload" | "exec" | "idle"}
+  DELETE /sessions/ID
+The caller's PID and user come from the socket (SO_PEERCRED), never from the
+request, so a session belongs to a process and ends with it. The state is saved
+on every change: a restart of snd keeps running jobs' RDUs and tiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import socket
+import socketserver
+import struct
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+from .client import DEFAULT_SOCKET
+from .node import STATES, ForbiddenError, NotFoundError, PlacementError, RduNode
+
+STATE_FILE = "state.json"
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (start time), None when the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def process_alive(pid: int, start_ticks: int) -> bool:
+    return process_start_ticks(pid) == start_ticks
+
+
+def process_command(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+
+
+class SndServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, socket_path: str | Path, state_dir: str | Path, *, node: str,
+                 tiles_per_rdu: int):
+        self.socket_path = Path(socket_path)
+        self.state_file = Path(state_dir) / STATE_FILE
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.Lock()
+        if self.state_file.is_file():
+            self.rdus = RduNode.from_dict(json.loads(self.state_file.read_text()))
+            self.rdus.node, self.rdus.tiles_per_rdu = node, tiles_per_rdu
+        else:
+            self.rdus = RduNode(node=node, tiles_per_rdu=tiles_per_rdu)
+        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        self.socket_path.unlink(missing_ok=True)
+        super().__init__(str(self.socket_path), _Handler)
+        self.socket_path.chmod(0o666)  # every user's runtime asks snd for tiles
+
+    def save(self) -> None:
+        tmp = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(self.rdus.to_dict(), indent=2, sort_keys=True) + "\n")
+        tmp.replace(self.state_file)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.socket_path.unlink(missing_ok=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: SndServer
+    protocol_version = "HTTP/1.1"
+
+    def address_string(self) -> str:
+        return "unix"
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
+        pass
+
+    def _peer(self) -> tuple[int, int, str]:
+        pid, uid, _ = struct.unpack("3i", self.request.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        try:
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            user = str(uid)
+        return pid, uid, user
+
+    def _reply(self, status: int, body: dict | list | None = None) -> None:
+        data = json.dumps(body if body is not None else {}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}") if length else {}
+
+    def _path(self) -> list[str]:
+        return [p for p in self.path.split("?")[0].split("/") if p]
+
+    def _handle(self, method: str) -> None:
+        try:
+            body = self._body() if method in ("POST", "PUT") else {}
+            pid, uid, user = self._peer()
+            with self.server.lock:
+                self.server.rdus.reap(process_alive)
+                status, reply, changed = self._route(method, self._path(), body, pid, uid, user)
+                if changed:
+                    self.server.save()
+            self._reply(status, reply)
+        except (ValueError, KeyError, TypeError) as err:
+            self._reply(400, {"error": f"bad request: {err}"})
+        except PlacementError as err:
+            self._reply(409, {"error": str(err)})
+        except ForbiddenError as err:
+            self._reply(403, {"error": str(err)})
+        except NotFoundError as err:
+            self._reply(404, {"error": f"no such session or job: {err}"})
+
+    def _route(self, method: str, path: list[str], body: dict, pid: int, uid: int,
+               user: str) -> tuple[int, dict | list, bool]:
+        rdus = self.server.rdus
+        match method, path:
+            case "GET", ["node"]:
+                return 200, rdus.describe(), False
+            case "GET", ["tiles"]:
+                return 200, rdus.tile_rows(), False
+            case "GET", ["jobs"]:
+                return 200, rdus.jobs, False
+            case "PUT", ["jobs", job_id]:
+                self._require_root(uid)
+                return 200, rdus.reserve(job_id, str(body["user"]), int(body["rdus"])), True
+            case "DELETE", ["jobs", job_id]:
+                self._require_root(uid)
+                rdus.release(job_id)
+                return 200, {}, True
+            case "POST", ["sessions"]:
+                start = process_start_ticks(pid)
+                session = rdus.open_session(
+                    pid=pid, start_ticks=start or 0, user=user, command=process_command(pid),
+                    job_id=body.get("job_id"), tiles=int(body["tiles"]),
+                    data_parallel=bool(body.get("data_parallel")), caller_is_root=uid == 0)
+                return 200, {"id": session.id, "tiles": session.tiles}, True
+            case "PUT", ["sessions", session_id, "state"]:
+                state = body["state"]
+                if state not in STATES:
+                    raise ValueError(f"state must be one of {', '.join(STATES)}")
+                rdus.session(session_id, None if uid == 0 else pid).set_state(
+                    state, time.time())
+                return 200, {}, True
+            case "DELETE", ["sessions", session_id]:
+                rdus.close_session(session_id, None if uid == 0 else pid)
+                return 200, {}, True
+        return 404, {"error": f"no such resource: {method} {self.path}"}, False
+
+    @staticmethod
+    def _require_root(uid: int) -> None:
+        if uid != 0:
+            raise ForbiddenError("only root (Slurm's prolog and epilog) assigns RDUs to jobs")
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's names
+        self._handle("GET")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._handle("PUT")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._handle("POST")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._handle("DELETE")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="snd", description="SN Devices Service")
+    parser.add_argument("--socket", default=DEFAULT_SOCKET)
+    parser.add_argument("--state", default="/var/lib/snd")
+    parser.add_argument("--tiles-per-rdu", type=int, required=True, choices=(4, 8),
+                        help="4 on a DataScale SN10-8, 8 on an SN30-8")
+    parser.add_argument("--node", default=socket.gethostname().split(".")[0])
+    args = parser.parse_args(argv)
+    server = SndServer(args.socket, args.state, node=args.node, tiles_per_rdu=args.tiles_per_rdu)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""The snd daemon (RDUs and tiles of a DataScale node) and the tools that ask it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+from aitestbed.devices.rdu import tile_names
+from aitestbed.node import systemctl
+from aitestbed.sambanova import snconfig, sntilestat
+from aitestbed.sambanova.client import SndClient, SndError, SndUnavailable
+from aitestbed.sambanova.node import PlacementError, RduNode
+from aitestbed.sambanova.snd import SndServer
+
+pytestmark = pytest.mark.unit
+
+
+def test_tiles_are_named_as_sntilestat_lists_them():
+    assert tile_names(3, 4) == [f"/XRDU_1/RDU_1/TILE_{t}" for t in range(4)]
+
+
+def _open(node: RduNode, tiles: int, job: str | None, pid: int = 100, dp: bool = False):
+    return node.open_session(pid=pid, start_ticks=1, user="alice", command="python app.py run",
+                             job_id=job, tiles=tiles, data_parallel=dp, now=0.0)
+
+
+def test_jobs_get_the_lowest_free_rdus_and_a_retried_prolog_gets_the_same():
+    node = RduNode("sn30-r1-h1", 8)
+    first = node.reserve("1", "alice", 2)
+    assert first["rdus"] == [0, 1] and node.reserve("2", "bob", 3)["rdus"] == [2, 3, 4]
+    assert node.reserve("1", "alice", 2) is first
+    with pytest.raises(PlacementError, match="needs 4 RDUs, 3 are free"):
+        node.reserve("3", "carol", 4)
+    node.release("1")
+    assert node.reserve("3", "carol", 2)["rdus"] == [0, 1]
+
+
+def test_a_pef_gets_an_aligned_block_of_its_jobs_tiles():
+    node = RduNode("sn30-r1-h1", 8)
+    node.reserve("7", "alice", 1)
+    assert _open(node, 4, "7").tiles == tile_names(0, 8)[:4]
+    assert _open(node, 4, "7").tiles == tile_names(0, 8)[4:]
+    with pytest.raises(PlacementError, match="no 4 free tiles"):
+        _open(node, 4, "7")
+
+
+def test_a_pef_bigger_than_the_jobs_rdus_fails_with_what_to_ask_for():
+    node = RduNode("sm-01", 4)
+    node.reserve("8", "alice", 1)
+    with pytest.raises(PlacementError, match=r"needs 8 tiles but job 8 holds 4 .*--gres=rdu:2"):
+        _open(node, 8, "8")
+
+
+def test_outside_slurm_there_is_no_rdu():
+    node = RduNode("sn30-r1-h1", 8)
+    with pytest.raises(PlacementError, match="run it with srun or sbatch"):
+        _open(node, 4, None)
+
+
+def test_data_parallel_ranks_borrow_rdus_no_job_holds():
+    """The guide's --gres=rdu:1 --tasks-per-node 8 runs eight 4-tile instances per node."""
+    node = RduNode("sm-01", 4)
+    node.reserve("9", "alice", 1)
+    node.reserve("10", "bob", 1)
+    sessions = [_open(node, 4, "9", pid=200 + i, dp=True) for i in range(7)]
+    used = {t for s in sessions for t in s.tiles}
+    assert len(used) == 28 and not used & set(tile_names(1, 4))  # job 10's RDU is not lent
+    with pytest.raises(PlacementError):
+        _open(node, 4, "9", pid=300, dp=True)
+
+
+def test_sessions_of_dead_processes_are_reaped_and_the_state_survives_a_restart():
+    node = RduNode("sn30-r1-h1", 8)
+    node.reserve("11", "alice", 1)
+    _open(node, 4, "11", pid=1)
+    _open(node, 4, "11", pid=2)
+    assert node.reap(lambda pid, ticks: pid == 1) == ["2-1"]
+    again = RduNode.from_dict(node.to_dict())
+    assert again.jobs == node.jobs and list(again.sessions) == ["1-0"]
+    assert _open(again, 4, "11", pid=3).id not in node.sessions
+
+
+def test_tile_rows_show_the_time_shares_of_the_holding_process():
+    node = RduNode("sn30-r1-h1", 8)
+    node.reserve("12", "alice", 1)
+    session = _open(node, 8, "12")
+    session.set_state("exec", 1.0)
+    row = node.tile_rows(now=4.0)[0]
+    assert row["pid"] == 100 and row["user"] == "alice" and row["job"] == "12"
+    assert (round(row["pload"]), round(row["exec"]), row["status"]) == (25, 75, "perfect")
+    assert node.tile_rows(now=4.0)[8]["idle"] == 100.0
+
+
+@pytest.fixture
+def snd(tmp_path, monkeypatch):
+    socket_path = tmp_path / "snd.sock"
+    server = SndServer(socket_path, tmp_path / "state", node="sn30-r1-h1", tiles_per_rdu=8)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AITESTBED_SND_SOCKET", str(socket_path))
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_daemon_knows_the_caller_from_the_socket_and_frees_tiles_of_exited_processes(snd):
+    client = SndClient()
+    client.reserve("21", "root", 1)
+    mine = client.open_session(4, "21")
+    assert mine["id"].startswith(f"{os.getpid()}-")
+    child = subprocess.run(
+        [sys.executable, "-c", "from aitestbed.sambanova.client import SndClient; "
+         "print(SndClient().open_session(4, '21')['tiles'][0])"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": "emulator"})
+    assert child.stdout.strip() == "/XRDU_0/RDU_0/TILE_4", child.stderr
+    rows = [r for r in client.tiles() if r["pid"]]  # the child has exited: only ours remain
+    assert {r["pid"] for r in rows} == {os.getpid()} and len(rows) == 4
+    assert "pytest" in rows[0]["command"] or "python" in rows[0]["command"]
+    with pytest.raises(SndError, match="no such session") as err:
+        client.set_state("nope", "exec")
+    assert err.value.status == 404
+    client.release("21")
+    assert client.jobs() == {} and not any(r["pid"] for r in client.tiles())
+
+
+def test_the_daemon_keeps_jobs_across_a_restart(snd, tmp_path):
+    SndClient().reserve("22", "root", 2)
+    again = SndServer(tmp_path / "other.sock", tmp_path / "state", node="sn30-r1-h1",
+                      tiles_per_rdu=8)
+    try:
+        assert again.rdus.jobs == {"22": {"user": "root", "rdus": [0, 1]}}
+    finally:
+        again.server_close()
+
+
+def test_no_daemon_is_a_clear_error(tmp_path):
+    with pytest.raises(SndUnavailable, match="snd.*is not running"):
+        SndClient(str(tmp_path / "none.sock")).node()
+
+
+def test_sntilestat_prints_the_guides_columns_and_skips_idle_tiles(snd, capsys):
+    client = SndClient()
+    client.reserve("23", "root", 1)
+    client.open_session(4, "23")
+    sntilestat.main([])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("TILE                 %idle %exec %pload %aload %chkpt %quiesce    PID"
+                        "     USER COMMAND")
+    assert len(lines) == 65
+    assert lines[-1] == "/XRDU_3/RDU_1/TILE_7 100.0   0.0    0.0    0.0    0.0      0.0"
+    assert lines[1].split()[7:9] == [str(os.getpid()), "root"] and len(lines[1]) <= 130
+    sntilestat.main(["--skip-idle"])
+    assert len(capsys.readouterr().out.splitlines()) == 5
+
+
+def test_snconfig_static_tree_and_dynamic_status(snd, capsys):
+    snconfig.main(["show", "Node", "static"])
+    out = capsys.readouterr().out
+    for line in ("Platform Name: DataScale SN30-8", "    Number of XRDUS: 4",
+                 "            Number of TILES: 8", "                DIMM Name: DIMM_M0",
+                 "                    Size              : 128.0 GB",
+                 "        Total XRDU_3 memory size (GB): 2048.0",
+                 "=======                NODE Info               ======="):
+        assert line in out.splitlines(), line
+    snconfig.main(["show", "Node", "dynamic"])
+    assert capsys.readouterr().out.count(": perfect") == 64
+
+
+def test_snconfig_sn10_memory():
+    out = snconfig.static_info({"platform": "DataScale SN10-8", "node": "sm-01",
+                                "tiles_per_rdu": 4})
+    assert "                DIMM Name: DIMM_C1" in out.splitlines()
+    assert "        Total XRDU_0 memory size (GB): 768.0" in out.splitlines()
+
+
+def test_systemctl_relative_times_read_like_systemds():
+    assert systemctl.timespan(35) == "35s"
+    assert systemctl.timespan(182) == "3min 2s"
+    assert systemctl.timespan(48 * 86400 + 5) == "1 months 17 days"
+
+
+def test_systemctl_status_of_a_running_and_an_unknown_unit(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(systemctl, "UNITS", tmp_path)
+    (tmp_path / "snd.json").write_text(
+        json.dumps({"description": "SN Devices Service", "exec": sys.executable,
+                    "unit_file": "/lib/systemd/system/snd.service"}))
+    monkeypatch.setattr(systemctl, "_main_pid", lambda exe: os.getpid())
+    with pytest.raises(SystemExit) as code:
+        systemctl.main(["status", "snd"])
+    out = capsys.readouterr().out.splitlines()
+    assert code.value.code == 0
+    assert out[0] == "● snd.service - SN Devices Service"
+    assert out[2].startswith("     Active: active (running) since ")
+    assert out[3].startswith(f"   Main PID: {os.getpid()} (")
+    assert out[-1] == f"             └─{os.getpid()} {sys.executable}"
+    with pytest.raises(SystemExit) as code:
+        systemctl.main(["status", "nope"])
+    assert code.value.code == 4
+    assert "Unit nope.service could not be found." in capsys.readouterr().err
