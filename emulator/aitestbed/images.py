@@ -29,7 +29,7 @@ from .errors import AitestbedError
 from .inventory import project_root
 from .naming import LABEL_BUILD, LABEL_CLASS
 from .playbook import run_playbook
-from .sdk_artifacts import build_graphcore
+from .sdk_artifacts import build_graphcore, build_sambanova
 
 ENTRYPOINT = ["/usr/bin/tini", "--"]
 CMD = ["/opt/aitestbed/venv/bin/aitestbed-node-init"]
@@ -139,6 +139,7 @@ def build_host_artifacts() -> None:
     Reproducible, so a rebuild equals the images' copies and site.yml changes nothing."""
     build_wheelhouse()
     build_graphcore()
+    build_sambanova()
 
 
 def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict[str, str]:

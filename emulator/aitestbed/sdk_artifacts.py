@@ -36,3 +36,20 @@ def build_graphcore(root: Path | None = None) -> Path:
     source = mnist.fetch(root / "build" / "downloads")
     shutil.copy2(source, out / source.name)
     return out
+
+
+def build_sambanova(root: Path | None = None) -> Path:
+    """build/sambanova: the SambaFlow wheel, and the MNIST source for the starters' data."""
+    root = root or project_root()
+    out = root / "build" / "sambanova"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    defaults = yaml.safe_load((root / "roles" / "sambaflow" / "defaults" / "main.yml")
+                              .read_text())
+    version = defaults["sambaflow_version"]
+    build_wheel(out, defaults["sambaflow_wheel"], {"sambaflow": root / "emulator" / "sambaflow"},
+                summary=f"SambaFlow {version} for the emulated DataScale SN30/SN10 (aitestbed)",
+                requires=["tqdm"])
+    source = mnist.fetch(root / "build" / "downloads")
+    shutil.copy2(source, out / source.name)
+    return out

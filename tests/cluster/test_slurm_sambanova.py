@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -40,20 +41,30 @@ def test_sinfo_gres_columns_as_in_the_docs(cluster):
     assert re.search(r"rdu:8\s+sn30-r1-h1", out), out
 
 
-def test_rdu_gres_and_the_record_of_which_rdus_and_tiles_a_job_holds(cluster):
+SND_JOBS = "python3 -c 'import json; from aitestbed.sambanova.client import SndClient; " \
+           "print(json.dumps(SndClient().jobs()))'"
+
+
+def test_rdu_gres_gives_the_job_its_rdus_in_snd_and_a_plain_job_gets_one(cluster):
     rc, out = cluster.run("sambanova", "cd ~ && sbatch --wait --gres=rdu:2 -o rdu-%j.out --wrap "
-                                       "'cat /var/lib/aitestbed/rdu/allocations.json; "
-                                       "echo JOB=$SLURM_JOB_ID' >/dev/null && cat $(ls -t rdu-*.out"
-                                       " | head -n1)")
+                                       f"\"{SND_JOBS}; echo JOB=\\$SLURM_JOB_ID\" >/dev/null && "
+                                       "cat $(ls -t rdu-*.out | head -n1)")
     assert rc == 0, out
     records, job = out.rsplit("JOB=", 1)
-    held = json.loads(records)["jobs"][job.strip()]
+    held = json.loads(records)[job.strip()]
     assert held["user"] == cluster.user and len(held["rdus"]) == 2
-    assert len(held["tiles"]) == 16  # SN30: 8 tiles per RDU
-    assert held["tiles"][0] == "/XRDU_0/RDU_0/TILE_0"
-    rc, after = cluster.run("sambanova",
-                            "ssh sn30-r1-h1 cat /var/lib/aitestbed/rdu/allocations.json")
-    assert job.strip() not in json.loads(after)["jobs"]
+    rc, out = cluster.run("sambanova", f"srun bash -c \"{SND_JOBS}; echo JOB=\\$SLURM_JOB_ID\"")
+    assert rc == 0, out
+    records, job = out.rsplit("JOB=", 1)
+    assert len(json.loads(records)[job.strip()]["rdus"]) == 1, out
+    deadline = time.monotonic() + 20  # the epilog runs just after the job ends
+    while True:
+        rc, after = cluster.run("sambanova", f"ssh sn30-r1-h1 \"{SND_JOBS}\"")
+        assert rc == 0, after
+        if job.strip() not in json.loads(after) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert job.strip() not in json.loads(after), after
 
 
 def test_rdu_over_request_is_refused_by_slurm(cluster):

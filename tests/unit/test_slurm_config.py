@@ -34,12 +34,14 @@ def test_p64_is_the_default_partition_over_the_four_pod_hosts(alcf):
     assert alcf["graphcore"]["gres.conf"].count("Name=ipu Count=16") == 4
 
 
-def test_ipus_and_vipu_hooks_only_on_the_graphcore_cluster(alcf):
+def test_ipus_and_vipu_hooks_only_on_the_graphcore_cluster_rdu_hooks_on_sambanova(alcf):
     assert "JobSubmitPlugins=lua" in alcf["graphcore"]["slurm.conf"]
     assert "PrologSlurmctld=" in alcf["graphcore"]["slurm.conf"]
     assert "spank_ipus.so vipu_host=vipu vipu_port=8090" in alcf["graphcore"]["plugstack.conf"]
     for cluster in ("sn30", "sn10"):
-        assert "JobSubmitPlugins" not in alcf[cluster]["slurm.conf"]
+        assert "PrologSlurmctld" not in alcf[cluster]["slurm.conf"]
+        # job_submit.lua gives a job that asks for no RDU one RDU
+        assert "JobSubmitPlugins=lua" in alcf[cluster]["slurm.conf"]
         assert "spank_ipus" not in alcf[cluster]["plugstack.conf"]
         assert "Prolog=/usr/local/lib/aitestbed/slurm/rdu-prolog" in alcf[cluster]["slurm.conf"]
 

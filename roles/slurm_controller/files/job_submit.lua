@@ -5,6 +5,43 @@ this turns it into N of the count-only GRES `ipu` on each node of the job.
 IPUs are requested only this way, so --gres=ipu is refused with a hint.
 ]]
 
+--[[
+SambaNova: plain srun/sbatch compile and run on one RDU ("In case of the need to
+use multiple RDUs ... sbatch --gres=rdu:2"), so a job that asks for no RDU gets
+--gres=rdu:1, and the scheduler counts it. The cluster's settings say whether
+this controller schedules RDUs.
+]]
+
+local function schedules_rdus()
+	local settings = io.open("/etc/slurm/aitestbed.json", "r")
+	if settings == nil then
+		return false
+	end
+	local text = settings:read("*a")
+	settings:close()
+	return text:find('"rdu_tiles"', 1, true) ~= nil
+end
+
+local SCHEDULES_RDUS = schedules_rdus()
+
+local function asks_for_gres(job_desc, name)
+	for _, field in ipairs({"tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task"}) do
+		local value = job_desc[field]
+		if value ~= nil and (value:find("gres:" .. name, 1, true) or value:find("gres/" .. name, 1, true)) then
+			return true
+		end
+	end
+	return false
+end
+
+local function add_tres_per_node(job_desc, tres)
+	if job_desc.tres_per_node ~= nil and job_desc.tres_per_node ~= "" then
+		job_desc.tres_per_node = job_desc.tres_per_node .. "," .. tres
+	else
+		job_desc.tres_per_node = tres
+	end
+end
+
 local OPTION = "_SLURM_SPANK_OPTION_ipus_ipus="
 
 local function ipus_option(job_desc)
@@ -21,26 +58,22 @@ local function ipus_option(job_desc)
 	return nil
 end
 
-local function asks_for_ipu_gres(job_desc)
-	for _, field in ipairs({"tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task"}) do
-		local value = job_desc[field]
-		if value ~= nil and (value:find("gres:ipu", 1, true) or value:find("gres/ipu", 1, true)) then
-			return true
-		end
-	end
-	return false
-end
-
 function slurm_job_submit(job_desc, part_list, submit_uid)
+	if SCHEDULES_RDUS then
+		if not asks_for_gres(job_desc, "rdu") then
+			add_tres_per_node(job_desc, "gres:rdu:1")
+		end
+		return slurm.SUCCESS
+	end
 	local option = ipus_option(job_desc)
 	if option == nil then
-		if asks_for_ipu_gres(job_desc) then
+		if asks_for_gres(job_desc, "ipu") then
 			slurm.log_user("request IPUs with --ipus=N on this system, not --gres=ipu")
 			return slurm.ERROR
 		end
 		return slurm.SUCCESS
 	end
-	if asks_for_ipu_gres(job_desc) then
+	if asks_for_gres(job_desc, "ipu") then
 		slurm.log_user("--ipus and --gres=ipu cannot be used together: use --ipus=N alone")
 		return slurm.ERROR
 	end
@@ -49,12 +82,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 		slurm.log_user("Invalid --ipus specification: '" .. option .. "'")
 		return slurm.ERROR
 	end
-	local ipus = string.format("gres:ipu:%d", count)
-	if job_desc.tres_per_node ~= nil and job_desc.tres_per_node ~= "" then
-		job_desc.tres_per_node = job_desc.tres_per_node .. "," .. ipus
-	else
-		job_desc.tres_per_node = ipus
-	end
+	add_tres_per_node(job_desc, string.format("gres:ipu:%d", count))
 	return slurm.SUCCESS
 end
 
