@@ -143,27 +143,10 @@ def test_datascale_nodes_have_the_documented_rdus_tiles_and_ddr():
     assert len([t for r in range(8) for t in rdu.tile_names(r, 8)]) == 64  # sntilestat's rows
 
 
-def test_a_job_holds_the_tiles_of_its_rdus_from_the_prolog_records():
+def test_a_pef_runs_only_the_batch_size_it_was_compiled_for():
+    """(Tile placement is snd's: tests/unit/test_snd.py.)"""
     from aitestbed.devices import rdu
 
-    records = {"node": "sn30-r1-h1", "rdus": 8, "tiles_per_rdu": 8,
-               "jobs": {"42": {"user": "u", "rdus": [2, 3], "tiles": []}}}
-    held = rdu.allocation_from_records(records, "42")
-    assert held.system is rdu.SN30_8 and held.chip_ids == (2, 3)
-    assert rdu.tiles(held)[0] == "/XRDU_1/RDU_0/TILE_0" and len(rdu.tiles(held)) == 16
-    assert rdu.allocation_from_records(records, "7") is None
-
-
-def test_a_pef_runs_on_the_tiles_it_was_compiled_for_or_says_why_not():
-    from aitestbed.devices import rdu
-
-    one_sn10 = Allocation(system=rdu.SN10_8, name="job 1", chip_ids=(0,))
-    assert rdu.place_pef(4, one_sn10) == [f"/XRDU_0/RDU_0/TILE_{t}" for t in range(4)]
-    with pytest.raises(InsufficientDevicesError, match=r"needs 8 tiles but the job holds 4 .* "
-                       r"--gres=rdu:2"):
-        rdu.place_pef(8, one_sn10)
-    with pytest.raises(NoDeviceError, match="no RDU is allocated to this job"):
-        rdu.place_pef(4, None)
     rdu.check_batch_size(32, 32)
     with pytest.raises(rdu.BatchSizeMismatchError, match="compiled for batch size 32, but the "
                        "input has batch size 16"):

@@ -1,0 +1,116 @@
+"""parse_app_args: the SambaFlow apps' command line.
+
+    usage: logreg.py [-h] {compile,run,test,measure-performance} ...
+
+Every subcommand takes the framework's arguments (batch size, PEF name and output
+folder, tiles, data parallel, ...) and the app's common ones (common_parser_fn);
+`compile` adds -ws/--world-size and the app's compile_parser_fn; `run`, `test` and
+`measure-performance` add -p/--pef and --reduce-on-rdu, and the app's run_parser_fn
+(test: also test_parser_fn). Anything else is argparse's error, status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..._distributed import layout
+
+COMMANDS = ("compile", "run", "test", "measure-performance")
+ParserFn = Callable[[argparse.ArgumentParser], Any] | None
+
+# The arguments of the last parse: session.compile and trace_graph read them when the
+# app does not pass config_dict (and for --inference, --data-parallel, the command).
+last_args: argparse.Namespace | None = None
+
+
+def add_framework_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("SambaFlow")
+    group.add_argument("-b", "--batch-size", type=int, default=1, help="Batch size for training")
+    group.add_argument("--pef-name", type=str, default=None,
+                       help="Name of the PEF (default: the app's model name)")
+    group.add_argument("--output-folder", type=str, default="out",
+                       help="Folder the PEF and its logs go into (default: out)")
+    group.add_argument("--inference", action="store_true",
+                       help="Compile/run the forward graph only")
+    group.add_argument("--mac-v2", action="store_true", help="Use the MAC v2 compiler")
+    group.add_argument("--mac-human-decision", type=str, default=None,
+                       help="A MAC human-decision (overrides) JSON file")
+    group.add_argument("--compiler-configs-file", type=str, default=None,
+                       help="A compiler configuration JSON file")
+    group.add_argument("--n-chips", type=int, default=1,
+                       help="Number of RDUs the PEF uses whole (default: 1)")
+    group.add_argument("--num-tiles", type=int, default=4,
+                       help="Number of tiles the PEF uses (default: 4)")
+    group.add_argument("--data-parallel", action="store_true",
+                       help="Data parallel: one instance per task of the Slurm step")
+    group.add_argument("--grad-accumulation-steps", type=int, default=1,
+                       help="Gradient accumulation steps")
+    group.add_argument("--log-level", type=str, default="warning",
+                       choices=["debug", "info", "warning", "error", "critical"],
+                       help="Log level (default: warning)")
+    group.add_argument("--mapping", type=str, default="section",
+                       choices=["section", "spatial"], help="Mapping mode (default: section)")
+    group.add_argument("--debug", action="store_true", help="Debug mode")
+    group.add_argument("--enable-conv-tiling", action="store_true",
+                       help="Tile convolutions (large images)")
+
+
+def _apply(fn: ParserFn, parser: argparse.ArgumentParser) -> None:
+    if fn is not None:
+        fn(parser)
+
+
+def build_parser(common_parser_fn: ParserFn = None, compile_parser_fn: ParserFn = None,
+                 run_parser_fn: ParserFn = None, test_parser_fn: ParserFn = None,
+                 measure_perf_parser_fn: ParserFn = None,
+                 prog: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        sub = commands.add_parser(command, conflict_handler="resolve")
+        add_framework_args(sub)
+        if command == "compile":
+            sub.add_argument("-ws", "--world-size", type=int, default=None,
+                             help="Data-parallel world size the PEF is compiled for")
+        else:
+            sub.add_argument("-p", "--pef", type=str, default=None,
+                             help="The PEF file compile created")
+            sub.add_argument("--reduce-on-rdu", action="store_true",
+                             help="Data parallel: reduce the gradients on the RDUs")
+        _apply(common_parser_fn, sub)
+        if command == "compile":
+            _apply(compile_parser_fn, sub)
+        elif command == "run":
+            _apply(run_parser_fn, sub)
+        elif command == "test":
+            _apply(run_parser_fn, sub)
+            _apply(test_parser_fn, sub)
+        else:
+            _apply(run_parser_fn, sub)
+            _apply(measure_perf_parser_fn, sub)
+    return parser
+
+
+def parse_app_args(argv: Sequence[str] | None = None, dev_mode: bool = False,
+                   common_parser_fn: ParserFn = None, compile_parser_fn: ParserFn = None,
+                   run_parser_fn: ParserFn = None, test_parser_fn: ParserFn = None,
+                   measure_perf_parser_fn: ParserFn = None,
+                   prog: str | None = None, **_ignored: Any) -> argparse.Namespace:
+    """Parse the app's command line (argv: sys.argv[1:] by default)."""
+    global last_args
+    parser = build_parser(common_parser_fn, compile_parser_fn, run_parser_fn, test_parser_fn,
+                          measure_perf_parser_fn, prog)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if getattr(args, "command", None) != "compile":
+        args.world_size = getattr(args, "world_size", None)
+    if not hasattr(args, "local_rank"):
+        where = layout()
+        args.local_rank = where.local_rank if args.data_parallel and where.world_size > 1 \
+            else int(os.environ.get("LOCAL_RANK", "-1"))
+    args.dev_mode = dev_mode
+    last_args = args
+    return args

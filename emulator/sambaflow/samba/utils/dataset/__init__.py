@@ -1,0 +1,1 @@
+"""Datasets the example apps use (MNIST)."""
