@@ -19,6 +19,8 @@ SN30 = "sn30-r1-h1"
 SN10 = "sm-01"
 STARTERS = "~/apps/starters"
 LENET_VENV = "source /opt/sambaflow/apps/starters/lenet/venv/bin/activate"
+COMPILE_LENET = ("test -e pef/lenet/lenet.pef || srun python lenet.py compile "
+                 "-b=1 --pef-name=lenet --output-folder=pef >/dev/null")
 
 
 def on_node(cluster, node: str, script: str, timeout: float = 900) -> tuple[int, str]:
@@ -164,7 +166,7 @@ srun python ffn_mnist.py  run -b 1 -p out/ffn_mnist/ffn_mnist.pef""")
 def test_bad_input_fails_clearly(cluster, starters):
     rc, out = on_node(cluster, SN30, f"""{LENET_VENV}
 cd {STARTERS}/lenet
-test -e pef/lenet/lenet.pef || srun python lenet.py compile -b=1 --pef-name=lenet --output-folder=pef >/dev/null
+{COMPILE_LENET}
 srun python lenet.py run -b 4 --pef=pef/lenet/lenet.pef; echo "batch rc=$?"
 srun python lenet.py run -ws 8 --pef=pef/lenet/lenet.pef; echo "ws rc=$?"
 srun python lenet.py run --pef=pef/nope/nope.pef; echo "missing rc=$?"
@@ -182,8 +184,8 @@ def test_sntilestat_shows_a_running_jobs_tiles(cluster, starters):
     rc, out = on_node(cluster, SN30, f"""set -e
 {LENET_VENV}
 cd {STARTERS}/lenet
-test -e pef/lenet/lenet.pef || srun python lenet.py compile -b=1 --pef-name=lenet --output-folder=pef >/dev/null
-sbatch -o watch.log --wrap "python lenet.py run --pef=pef/lenet/lenet.pef" | awk '{{print $4}}' > job.id
+{COMPILE_LENET}
+sbatch --parsable -o watch.log --wrap "python lenet.py run --pef=pef/lenet/lenet.pef" > job.id
 for i in $(seq 120); do
     sntilestat --skip-idle | grep -q lenet && break
     sleep 0.5
