@@ -99,15 +99,17 @@ python -c 'import sambaflow; print(sambaflow.__version__)'""")
     assert "alias snvenv='source /opt/sambaflow/venv/bin/activate'" in out
 
 
-def test_lenet_compile_and_run_with_srun(cluster, starters):
+def test_lenet_compile_test_and_run_with_srun(cluster, starters):
     rc, out = on_node(cluster, SN30, f"""set -e
 {LENET_VENV}
 cd {STARTERS}/lenet
 srun python lenet.py compile -b=1 --pef-name="lenet" --output-folder="pef"
 ls pef/lenet
+srun python lenet.py test --pef="pef/lenet/lenet.pef"
 srun python lenet.py run --pef="pef/lenet/lenet.pef" > run.log 2>&1
 tail -n 4 run.log""")
     assert rc == 0, out
+    assert "Test passed: the RDU's results match the CPU's" in out, out
     for name in ("lenet.pef", "lenet.samba.log", "lenet.mac.log", "lenet.plasma_compile.log"):
         assert name in out.split(), out
     assert re.search(r"Placing log files in .*pef/lenet/lenet\.samba\.log", out), out
