@@ -80,8 +80,8 @@ def main() -> None:
     wall = re.search(r"WALL ([\d.]+)", lenet)
     accuracy = re.search(r"Test Accuracy: ([\d.]+)", lenet)
     rates = [float(r) for r in re.findall(r"e2e samples_per_sec: ([\d.]+)", log)]
-    print(f"from sambaflow import samba (torch included): median {imports[len(imports) // 2]:.2f} s, max {imports[-1]:.2f} s"
-          "  (target <= 2 s)")
+    print(f"from sambaflow import samba (torch included): median "
+          f"{imports[len(imports) // 2]:.2f} s, max {imports[-1]:.2f} s  (target <= 2 s)")
     print(f"LeNet compile + run (1 epoch, 60,000 steps): wall {float(wall.group(1)):.0f} s "
           f"(target <= 90 s), test accuracy {accuracy.group(1) if accuracy else '?'} %")
     print(f"UNet2d 8 data-parallel instances (pcompile + prun + the batch job): wall "
