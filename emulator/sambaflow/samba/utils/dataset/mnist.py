@@ -3,7 +3,7 @@
 The real starters download MNIST with torchvision. The emulated cluster is offline:
 when the data folder lacks the idx files they are copied from the node's dataset
 (/software/sambanova/dataset/mnist, which holds MNIST/raw; AITESTBED_SN_MNIST to
-point elsewhere), and the lines a download prints are printed. Then
+point elsewhere), saying so (nothing is downloaded, unlike the real starters). Then
 `torchvision.datasets.MNIST(root, download=False)` reads them.
 """
 
@@ -20,7 +20,6 @@ from ...._errors import SambaError
 
 SOURCE_ENV = "AITESTBED_SN_MNIST"
 DEFAULT_SOURCE = "/software/sambanova/dataset/mnist"
-MIRROR = "http://yann.lecun.com/exdb/mnist/"
 FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
          "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 MEAN, STD = 0.1307, 0.3081
@@ -79,14 +78,11 @@ def ensure_local(root: str | os.PathLike[str]) -> Path:
     source = _source()
     try:
         raw.mkdir(parents=True, exist_ok=True)
+        print(f"MNIST: copying {', '.join(missing)} from {source} to {raw} "
+              "(this system is offline: nothing is downloaded)")
         for name in missing:
-            shown = Path(root) / "MNIST" / "raw" / f"{name}.gz"
-            print(f"Downloading {MIRROR}{name}.gz")
-            print(f"Downloading {MIRROR}{name}.gz to {shown}")
             shutil.copyfile(source / name, raw / f".{name}.part")
             os.replace(raw / f".{name}.part", raw / name)
-            print(f"Extracting {shown} to {raw}")
-            print()
     except OSError as err:
         raise SambaError(f"cannot write MNIST into {raw}: {err}") from None
     return raw
