@@ -174,12 +174,19 @@ srun python lenet.py run -ws 8 --pef=pef/lenet/lenet.pef; echo "ws rc=$?"
 srun python lenet.py run --pef=pef/nope/nope.pef; echo "missing rc=$?"
 srun python lenet.py train; echo "subcommand rc=$?"
 python lenet.py run --pef=pef/lenet/lenet.pef; echo "no slurm rc=$?"
+srun python lenet.py compile -b=1 --n-chips 2 --pef-name=lenet2 --output-folder=pef >/dev/null
+srun python lenet.py run --pef=pef/lenet2/lenet2.pef --max-steps 10; echo "one rdu rc=$?"
+srun --gres=rdu:2 python lenet.py run --pef=pef/lenet2/lenet2.pef --max-steps 10 >/dev/null
+echo "two rdus rc=$?"
 """)
     assert "batch size 1" in out and re.search(r"batch rc=[1-9]", out), out
     assert "error: unrecognized arguments: -ws 8" in out and re.search(r"ws rc=[1-9]", out), out
     assert "pef/nope/nope.pef" in out and re.search(r"missing rc=[1-9]", out), out
     assert "invalid choice: 'train'" in out and re.search(r"subcommand rc=[1-9]", out), out
     assert re.search(r"no slurm rc=[1-9]", out) and "srun" in out, out
+    # a PEF for two RDUs (16 tiles) needs --gres=rdu:2; plain srun gives one
+    assert "--gres=rdu:2" in out and re.search(r"one rdu rc=[1-9]", out), out
+    assert "two rdus rc=0" in out, out
 
 
 def test_sntilestat_shows_a_running_jobs_tiles(cluster, starters):
