@@ -8,13 +8,13 @@ so that is what the documented bars and rates show.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 
 from aitestbed.devices import ipu as ipu_model
 from aitestbed.devices.base import Allocation
 from aitestbed.devices.clock import TimeScaleError, VirtualClock
+from aitestbed.devices.host import keep_openblas_single_threaded, show_device_time_in_progress_bars
 
 
 class Runtime:
@@ -44,21 +44,7 @@ class Runtime:
 
         if "OMP_NUM_THREADS" not in os.environ:
             torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
-        if "OPENBLAS_NUM_THREADS" not in os.environ:
-            for name in ("libopenblas.so.0", "libblas.so.3"):
-                try:
-                    ctypes.CDLL(name).openblas_set_num_threads(1)
-                    break
-                except (OSError, AttributeError):
-                    continue
-
-
-def _show_device_time_in_progress_bars(clock: VirtualClock) -> None:
-    try:
-        import tqdm.std
-    except ImportError:
-        return
-    tqdm.std.time = clock.now
+        keep_openblas_single_threaded()
 
 
 try:
@@ -66,7 +52,7 @@ try:
 except TimeScaleError as err:
     sys.stderr.write(f"{err}\n")
     raise SystemExit(1) from None
-_show_device_time_in_progress_bars(runtime.clock)
+show_device_time_in_progress_bars(runtime.clock)
 # Before any thread of ours runs torch: a process whose first torch work is on another
 # thread (the data loader's) and whose main thread then fails aborts at exit
 # ("terminate called without an active exception").

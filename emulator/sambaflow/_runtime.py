@@ -14,7 +14,6 @@ We do the same.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import datetime as _dt
 import os
 import pwd
@@ -22,6 +21,7 @@ import sys
 from dataclasses import dataclass
 
 from aitestbed.devices.clock import TimeScaleError, VirtualClock
+from aitestbed.devices.host import keep_openblas_single_threaded, show_device_time_in_progress_bars
 
 from ._errors import SambaError
 
@@ -177,13 +177,7 @@ class Runtime:
         wanted = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
         threads = min(cpus, int(wanted)) if wanted.isdigit() and int(wanted) > 0 else cpus
         torch.set_num_threads(threads)
-        if "OPENBLAS_NUM_THREADS" not in os.environ:
-            for name in ("libopenblas.so.0", "libblas.so.3"):
-                try:
-                    ctypes.CDLL(name).openblas_set_num_threads(1)
-                    break
-                except (OSError, AttributeError):
-                    continue
+        keep_openblas_single_threaded()
 
 
 def _tasks_on_this_node() -> int:
@@ -197,14 +191,6 @@ def _tasks_on_this_node() -> int:
             break
         digits += char
     return int(digits) if digits else 1
-
-
-def _show_device_time_in_progress_bars(clock: VirtualClock) -> None:
-    try:
-        import tqdm.std
-    except ImportError:
-        return
-    tqdm.std.time = clock.now
 
 
 def _install_excepthook() -> None:
@@ -230,5 +216,5 @@ try:
 except TimeScaleError as err:
     sys.stderr.write(f"{err}\n")
     raise SystemExit(1) from None
-_show_device_time_in_progress_bars(runtime.clock)
+show_device_time_in_progress_bars(runtime.clock)
 _install_excepthook()
