@@ -228,3 +228,37 @@ chmod +x Unet2d.sh unet_batch.sh
                                           r"e2e samples_per_sec: ([\d.]+)", log)]
     assert len(rates) == 8, log
     assert all(500 <= r <= 900 for r in rates), rates
+
+
+def test_gpt15_single_instance_script(cluster):
+    rc, out = on_node(cluster, SN30, """set -e
+mkdir -p ~/apps/nlp/Gpt1.5B_single && cd ~/apps/nlp/Gpt1.5B_single
+cp /data/ANL/scripts/Gpt1.5B_single.sh ~/apps/nlp/Gpt1.5B_single/
+chmod +x Gpt1.5B_single.sh
+./Gpt1.5B_single.sh gpt_single_test
+tail -n 3 /data/ANL/results/$(hostname)/$USER/gpt_single_test/GPT1.5B.out""")
+    assert rc == 0, out
+    assert f"Using /data/ANL/results/{SN30}/{cluster.user}/gpt_single_test/GPT1.5B.out" in out
+    summary = re.search(r"\{'e2e_train_time': ([\d.]+), 'training_sequences_per_second': "
+                        r"([\d.]+), 'final_loss': ([\d.]+)\}", out)
+    assert summary, out
+    assert 200 < float(summary.group(1)) < 300  # ~2.4 device-seconds a step, 100 steps
+    assert float(summary.group(3)) < 6.0  # the tiny GPT learned (it starts near ln 512)
+
+
+def test_sn10_unet_compile_test_run_with_sbatch(cluster):
+    rc, out = on_node(cluster, SN10, """set -e
+source /software/sambanova/envs/sn_env.sh
+rm -rf ~/apps/image && mkdir -p ~/apps
+cp -r /opt/sambaflow/apps/image ~/apps/image
+cd ~/apps/image/unet
+cp /software/sambanova/apps/image/pytorch/unet/unet_compile_run_inf_rl.sh .
+export OUTDIR=~/apps/image/unet
+export DATADIR=/software/sambanova/dataset/kaggle_3m
+for step in compile test run; do
+    sbatch --wait unet_compile_run_inf_rl.sh $step 32 1 >/dev/null
+done
+cat slurm-*.out""")
+    assert rc == 0, out
+    assert "[info] Compilation succeeded." in out
+    assert re.search(r"\[INFO\]\[SC\]\[\d+\]: SambaConnector: PEF File: ", out), out
