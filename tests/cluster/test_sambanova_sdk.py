@@ -236,7 +236,7 @@ mkdir -p ~/apps/nlp/Gpt1.5B_single && cd ~/apps/nlp/Gpt1.5B_single
 cp /data/ANL/scripts/Gpt1.5B_single.sh ~/apps/nlp/Gpt1.5B_single/
 chmod +x Gpt1.5B_single.sh
 ./Gpt1.5B_single.sh gpt_single_test
-tail -n 3 /data/ANL/results/$(hostname)/$USER/gpt_single_test/GPT1.5B.out""")
+grep -h "e2e_train_time" /data/ANL/results/$(hostname)/$USER/gpt_single_test/GPT1.5B.out""")
     assert rc == 0, out
     assert f"Using /data/ANL/results/{SN30}/{cluster.user}/gpt_single_test/GPT1.5B.out" in out
     summary = re.search(r"\{'e2e_train_time': ([\d.]+), 'training_sequences_per_second': "
