@@ -3,6 +3,8 @@
 import threading
 
 import pytest
+from aitestbed.sambanova.client import SndClient
+from aitestbed.sambanova.snd import SndServer
 from aitestbed.slurm import hooks, jobinfo
 from aitestbed.vipu.client import VipuClient
 from aitestbed.vipu.pod import Pod
@@ -47,6 +49,25 @@ def test_the_vipu_prolog_reclaims_ipus_of_a_job_that_is_over(monkeypatch, tmp_pa
         hooks.vipu_prolog()
         assert [p["name"] for p in client.partitions()] == ["slurm_2"]
         assert len(client.partition("slurm_2")["ipus"]) == 4
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_rdu_prolog_reclaims_rdus_of_a_job_that_is_over(monkeypatch, tmp_path):
+    """RDUs left to a job whose epilog never ran (its node died) must not block the node."""
+    server = SndServer(tmp_path / "snd.sock", tmp_path, node="sm-01", tiles_per_rdu=4)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AITESTBED_SND_SOCKET", str(tmp_path / "snd.sock"))
+    try:
+        SndClient().reserve("1", "learner", 8)  # job 1 is over
+        monkeypatch.setattr(hooks.socket, "gethostname", lambda: "sm-01")
+        monkeypatch.setattr(hooks, "job_gres", lambda job: {"sm-01": {"rdu": 2}})
+        monkeypatch.setattr(hooks, "squeue", lambda *args: "2\n")  # only job 2 is active
+        monkeypatch.setenv("SLURM_JOB_ID", "2")
+        monkeypatch.setenv("SLURM_JOB_USER", "learner")
+        hooks.rdu_prolog()
+        assert SndClient().jobs() == {"2": {"user": "learner", "rdus": [0, 1]}}
     finally:
         server.shutdown()
         server.server_close()

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..sambanova.client import SndClient, SndUnavailable
+from ..sambanova.client import SndClient, SndError, SndUnavailable
 from ..vipu.client import VipuClient, VipuError
 from .jobinfo import SlurmCommandError, job_gres, squeue
 
@@ -101,7 +101,21 @@ def rdu_prolog() -> None:
     job_id, user = _job()
     node = socket.gethostname().split(".")[0]
     count = job_gres(job_id).get(node, {}).get("rdu", 0)
-    _snd_call(lambda snd: snd.reserve(job_id, user, count))
+    try:
+        _snd_call(lambda snd: snd.reserve(job_id, user, count))
+    except SndError as err:
+        if err.status != 409:
+            raise
+        _snd_call(release_stale_reservations)
+        _snd_call(lambda snd: snd.reserve(job_id, user, count))
+
+
+def release_stale_reservations(snd: SndClient) -> None:
+    """RDUs of jobs that are over (an epilog that never ran: the node died mid-job)."""
+    active = set(squeue("-h", "-t", ACTIVE_STATES, "-o", "%i").split())
+    for job_id in snd.jobs():
+        if job_id not in active:
+            snd.release(job_id)
 
 
 def rdu_epilog() -> None:
