@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from . import build_once
 
 SEQUENCE_LENGTH = 1024
 TRAIN_SHARDS = 4
@@ -41,7 +41,6 @@ DEV_SEQUENCES = 64
 SEED = 20230418
 EOS = "<|endoftext|>"
 VERSION = "aitestbed-gpt-corpus-synthetic-1"
-MARKER = ".aitestbed-complete"
 
 ADJECTIVES = """old young small large red green blue quiet loud bright dark happy tired busy
 clever gentle brave careful strange famous ancient modern heavy light warm cold wet dry
@@ -194,34 +193,25 @@ def build(root: str | Path, *, seed: int = SEED, shards: int = TRAIN_SHARDS,
           sequences_per_shard: int = SEQUENCES_PER_SHARD, dev_sequences: int = DEV_SEQUENCES
           ) -> Path:
     """Write the corpus into `root` (the ss1024 directory itself); return root. Idempotent."""
-    root = Path(root)
-    marker = root / MARKER
     stamp = f"{VERSION} seed={seed} shards={shards}x{sequences_per_shard} dev={dev_sequences}\n"
-    if marker.is_file() and marker.read_text() == stamp:
-        return root
-    tmp = root.with_name(f".{root.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    vocab = vocabulary()
-    for i, name in enumerate(shard_names(shards)):
-        tokens = token_stream(sequences_per_shard * SEQUENCE_LENGTH, seed + 1 + i)
-        np.save(tmp / name, tokens.reshape(sequences_per_shard, SEQUENCE_LENGTH))
-    dev = token_stream(dev_sequences * SEQUENCE_LENGTH, seed)
-    np.save(tmp / "dev_0_of_1.npy", dev.reshape(dev_sequences, SEQUENCE_LENGTH))
-    (tmp / "vocab.json").write_text(json.dumps({w: i for i, w in enumerate(vocab)}, indent=0))
-    (tmp / "README.md").write_text(
-        "# ss1024 (synthetic)\n\n"
-        "SYNTHETIC pre-training corpus written by the aitestbed emulator\n"
-        "(`python -m aitestbed.datasets.gpt_corpus`): grammar-generated English-like text,\n"
-        f"word-level vocabulary of {len(vocab)} tokens (vocab.json), packed into sequences of\n"
-        f"{SEQUENCE_LENGTH} uint16 token ids: {shards} train shards of {sequences_per_shard} "
-        f"sequences, one dev shard of {dev_sequences}. Seed {seed}.\n")
-    (tmp / MARKER).write_text(stamp)
-    if root.exists():
-        shutil.rmtree(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp.rename(root)
-    return root
+
+    def write(tmp: Path) -> None:
+        vocab = vocabulary()
+        for i, name in enumerate(shard_names(shards)):
+            tokens = token_stream(sequences_per_shard * SEQUENCE_LENGTH, seed + 1 + i)
+            np.save(tmp / name, tokens.reshape(sequences_per_shard, SEQUENCE_LENGTH))
+        dev = token_stream(dev_sequences * SEQUENCE_LENGTH, seed)
+        np.save(tmp / "dev_0_of_1.npy", dev.reshape(dev_sequences, SEQUENCE_LENGTH))
+        (tmp / "vocab.json").write_text(json.dumps({w: i for i, w in enumerate(vocab)}, indent=0))
+        (tmp / "README.md").write_text(
+            "# ss1024 (synthetic)\n\n"
+            "SYNTHETIC pre-training corpus written by the aitestbed emulator\n"
+            "(`python -m aitestbed.datasets.gpt_corpus`): grammar-generated English-like text,\n"
+            f"word-level vocabulary of {len(vocab)} tokens (vocab.json), packed into sequences of\n"
+            f"{SEQUENCE_LENGTH} uint16 token ids: {shards} train shards of {sequences_per_shard} "
+            f"sequences, one dev shard of {dev_sequences}. Seed {seed}.\n")
+
+    return build_once(root, stamp, write)
 
 
 def main(argv: list[str] | None = None) -> None:

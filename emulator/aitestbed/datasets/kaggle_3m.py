@@ -30,13 +30,13 @@ without any imaging library (PIL, tifffile and skimage read them).
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import struct
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from . import build_once
 
 PATIENTS = 110
 SLICES = 3929
@@ -45,7 +45,6 @@ SIDE = 32
 SEED = 20230418
 SITES = ("CS", "DU", "EZ", "FG", "HT")
 VERSION = "aitestbed-kaggle_3m-synthetic-1"
-MARKER = ".aitestbed-complete"
 
 
 # --------------------------------------------------------------------------- TIFF
@@ -226,40 +225,31 @@ def build(root: str | Path, *, seed: int = SEED, side: int = SIDE) -> Path:
     Idempotent: a complete build (its marker file) is left alone; anything else
     is built in a temporary sibling directory and moved into place.
     """
-    root = Path(root)
-    marker = root / MARKER
     stamp = f"{VERSION} seed={seed} side={side}\n"
-    if marker.is_file() and marker.read_text() == stamp:
-        return root
-    tmp = root.with_name(f".{root.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    rows = ["Patient,Slices,Tumour slices"]
-    tumour_total = 0
-    for index, (name, count) in enumerate(layout(seed)):
-        rng = np.random.default_rng([seed, index])
-        folder = tmp / name
-        folder.mkdir()
-        tumour = 0
-        for n, (image, mask) in enumerate(patient_slices(rng, count, side), start=1):
-            (folder / f"{name}_{n}.tif").write_bytes(tiff_bytes(image))
-            (folder / f"{name}_{n}_mask.tif").write_bytes(tiff_bytes(mask))
-            tumour += bool(mask.any())
-        tumour_total += tumour
-        rows.append(f"{name},{count},{tumour}")
-    (tmp / "data.csv").write_text("\n".join(rows) + "\n")
-    (tmp / "README.md").write_text(
-        "# kaggle_3m (synthetic)\n\n"
-        "SYNTHETIC stand-in for the LGG MRI segmentation dataset, written by the aitestbed\n"
-        "emulator (`python -m aitestbed.datasets.kaggle_3m`): same patients, slice counts\n"
-        f"and layout, {side}x{side} images, generated from seed {seed}. Not medical data.\n\n"
-        f"{PATIENTS} patients, {SLICES} slices, {tumour_total} with a tumour.\n")
-    (tmp / MARKER).write_text(stamp)
-    if root.exists():
-        shutil.rmtree(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp.rename(root)
-    return root
+
+    def write(tmp: Path) -> None:
+        rows = ["Patient,Slices,Tumour slices"]
+        tumour_total = 0
+        for index, (name, count) in enumerate(layout(seed)):
+            rng = np.random.default_rng([seed, index])
+            folder = tmp / name
+            folder.mkdir()
+            tumour = 0
+            for n, (image, mask) in enumerate(patient_slices(rng, count, side), start=1):
+                (folder / f"{name}_{n}.tif").write_bytes(tiff_bytes(image))
+                (folder / f"{name}_{n}_mask.tif").write_bytes(tiff_bytes(mask))
+                tumour += bool(mask.any())
+            tumour_total += tumour
+            rows.append(f"{name},{count},{tumour}")
+        (tmp / "data.csv").write_text("\n".join(rows) + "\n")
+        (tmp / "README.md").write_text(
+            "# kaggle_3m (synthetic)\n\n"
+            "SYNTHETIC stand-in for the LGG MRI segmentation dataset, written by the aitestbed\n"
+            "emulator (`python -m aitestbed.datasets.kaggle_3m`): same patients, slice counts\n"
+            f"and layout, {side}x{side} images, generated from seed {seed}. Not medical data.\n\n"
+            f"{PATIENTS} patients, {SLICES} slices, {tumour_total} with a tumour.\n")
+
+    return build_once(root, stamp, write)
 
 
 def pairs(root: str | Path) -> list[tuple[Path, Path]]:
