@@ -16,14 +16,27 @@ from .inventory import project_root
 from .wheels import build_wheel
 
 
+def _fresh_output(root: Path, vendor: str) -> Path:
+    out = root / "build" / vendor
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    return out
+
+
+def _role_defaults(root: Path, role: str) -> dict:
+    return yaml.safe_load((root / "roles" / role / "defaults" / "main.yml").read_text())
+
+
+def _copy_mnist_source(root: Path, out: Path) -> None:
+    source = mnist.fetch(root / "build" / "downloads")
+    shutil.copy2(source, out / source.name)
+
+
 def build_graphcore(root: Path | None = None) -> Path:
     """build/graphcore: each Poplar SDK release's poptorch wheel, and the MNIST source."""
     root = root or project_root()
-    out = root / "build" / "graphcore"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    defaults = yaml.safe_load((root / "roles" / "graphcore_sdk" / "defaults" / "main.yml")
-                              .read_text())
+    out = _fresh_output(root, "graphcore")
+    defaults = _role_defaults(root, "graphcore_sdk")
     emulator = root / "emulator"
     for release in defaults["graphcore_sdk_releases"]:
         version = release["version"]
@@ -33,23 +46,18 @@ def build_graphcore(root: Path | None = None) -> Path:
                     requires=["tqdm"],
                     overrides={"poptorch/_version.py":
                                f'"""Poplar SDK release."""\n\n__version__ = "{version}"\n'})
-    source = mnist.fetch(root / "build" / "downloads")
-    shutil.copy2(source, out / source.name)
+    _copy_mnist_source(root, out)
     return out
 
 
 def build_sambanova(root: Path | None = None) -> Path:
     """build/sambanova: the SambaFlow wheel, and the MNIST source for the starters' data."""
     root = root or project_root()
-    out = root / "build" / "sambanova"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    defaults = yaml.safe_load((root / "roles" / "sambaflow" / "defaults" / "main.yml")
-                              .read_text())
+    out = _fresh_output(root, "sambanova")
+    defaults = _role_defaults(root, "sambaflow")
     version = defaults["sambaflow_version"]
     build_wheel(out, defaults["sambaflow_wheel"], {"sambaflow": root / "emulator" / "sambaflow"},
                 summary=f"SambaFlow {version} for the emulated DataScale SN30/SN10 (aitestbed)",
                 requires=["tqdm"])
-    source = mnist.fetch(root / "build" / "downloads")
-    shutil.copy2(source, out / source.name)
+    _copy_mnist_source(root, out)
     return out
