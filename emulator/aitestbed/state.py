@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from . import slurmconf
+from . import kube_pki, slurmconf
 from .errors import AitestbedError
 from .inventory import Node, Topology
 from .naming import container_name
@@ -149,6 +149,7 @@ class ClusterState:
             }, indent=2) + "\n")
         self._render_inventory(topology, record)
         self._slurm(topology)
+        self._kubernetes(topology, accounts)
 
     def _slurm(self, topology: Topology) -> None:
         """The munge key (one per cluster) and each Slurm cluster's configuration."""
@@ -162,6 +163,33 @@ class ClusterState:
         for cluster, files in rendered.items():
             for name, text in files.items():
                 self._write(self.common_dir / "slurm" / cluster / name, text)
+
+    def _kubernetes(self, topology: Topology, accounts: dict) -> None:
+        """The Cerebras appliance's API: CA, server and client certificates (kube_pki)."""
+        managers = [n for n in topology.nodes if "kube-apiserver" in n.services]
+        if not managers:
+            return
+        ca = kube_pki.ClusterCA(self.root / "kubernetes", self.common_dir / "kubernetes")
+        manager = managers[0]
+        self._write(self.common_dir / "kubernetes" / "cluster.json", json.dumps({
+            "server": f"https://{manager.name}:6443",
+            "management_node": manager.name,
+            "systems": [n.name for n in topology.nodes if n.node_class == "cs2"],
+        }, indent=2) + "\n")
+        for node in topology.nodes:
+            directory = self.node_dir(node.name) / "kubernetes"
+            if node is manager:
+                ca.server(directory, node.dns_names)
+                ca.client(directory, "admin", "aitestbed-admin", kube_pki.ADMIN_GROUP)
+                ca.client(directory, "controller", "wsjob-controller", kube_pki.APPLIANCE_GROUP)
+                kube_pki.service_account_keys(directory)
+            if "wsjob-agent" in node.services:
+                ca.client(directory, "agent", f"wsjob-agent:{node.name}",
+                          kube_pki.APPLIANCE_GROUP)
+        for user in accounts["users"]:
+            if "cerebras" in user["groups"]:
+                ca.client(self.common_dir / "users" / user["name"], "kube", user["name"],
+                          kube_pki.USERS_GROUP)
 
     def _host_key(self, node: Node) -> str:
         key = self.node_dir(node.name) / "ssh_host_ed25519_key"

@@ -26,7 +26,7 @@ def test_full_profile_has_the_sites_host_names(alcf):
 def test_every_host_belongs_to_one_system_and_class(alcf):
     for node in alcf.nodes:
         assert node.system in inventory.SYSTEMS
-        assert node.node_class in {"login", "cs2", "ipu_node", "rdu_node", "slurmctld"}
+        assert node.node_class in {"login", "cs2", "cs_mgmt", "ipu_node", "rdu_node", "slurmctld"}
 
 
 def test_cerebras_round_robin_name_is_on_every_cerebras_login_node(alcf):

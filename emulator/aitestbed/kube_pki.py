@@ -1,0 +1,133 @@
+"""The Cerebras appliance's Kubernetes credentials, generated per cluster at `up`.
+
+One CA per cluster signs the API server's serving certificate and one client
+certificate per identity. Who a client is comes from its certificate: the
+common name is the user name and the organisation its group, which RBAC and
+the wsjob ownership policy (deploy/wsjob) act on:
+
+  users          CN=<login name>            O=cerebras-users
+  scheduler      CN=wsjob-controller        O=cerebras:appliance
+  agents         CN=wsjob-agent:<node>      O=cerebras:appliance
+  staff          CN=aitestbed-admin         O=system:masters (kubectl on the management node)
+
+Files are made once and kept, so `up` after `down` changes nothing; a new
+user or node gets a certificate signed by the same CA without restarting
+the API server.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+USERS_GROUP = "cerebras-users"
+APPLIANCE_GROUP = "cerebras:appliance"
+ADMIN_GROUP = "system:masters"
+VALIDITY = datetime.timedelta(days=3650)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        out.write(data)
+    tmp.replace(path)
+
+
+def _new_key(path: Path) -> ec.EllipticCurvePrivateKey:
+    key = ec.generate_private_key(ec.SECP256R1())
+    _write_private(path, key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return key
+
+
+def _load_key(path: Path) -> ec.EllipticCurvePrivateKey:
+    return serialization.load_pem_private_key(path.read_bytes(), password=None)
+
+
+def _name(common_name: str, organisation: str | None = None) -> x509.Name:
+    parts = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organisation:
+        parts.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, organisation))
+    return x509.Name(parts)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+            .public_key(public_key).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + VALIDITY))
+
+
+class ClusterCA:
+    """The cluster's CA: its key stays in the state directory, never in a container."""
+
+    def __init__(self, key_dir: Path, public_dir: Path):
+        self.key_path = key_dir / "ca.key"
+        self.cert_path = public_dir / "ca.crt"
+        if self.key_path.is_file() and self.cert_path.is_file():
+            self.key = _load_key(self.key_path)
+            self.cert = x509.load_pem_x509_certificate(self.cert_path.read_bytes())
+            return
+        self.key = _new_key(self.key_path)
+        name = _name("aitestbed-cerebras-ca")
+        self.cert = (_builder(name, name, self.key.public_key())
+                     .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                     .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True,
+                                                  crl_sign=True, content_commitment=False,
+                                                  key_encipherment=False, data_encipherment=False,
+                                                  key_agreement=False, encipher_only=False,
+                                                  decipher_only=False), critical=True)
+                     .sign(self.key, hashes.SHA256()))
+        self.cert_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
+
+    def _issue(self, directory: Path, stem: str, subject: x509.Name,
+               usage: x509.ObjectIdentifier, sans: list[x509.GeneralName] | None = None) -> None:
+        cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
+        if cert_path.is_file() and key_path.is_file() and self._signed_by_me(cert_path):
+            return
+        key = _new_key(key_path)
+        builder = (_builder(subject, self.cert.subject, key.public_key())
+                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        _write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+
+    def _signed_by_me(self, cert_path: Path) -> bool:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        try:
+            cert.verify_directly_issued_by(self.cert)
+        except (ValueError, TypeError, InvalidSignature):
+            return False
+        return cert.not_valid_after_utc > datetime.datetime.now(datetime.UTC)
+
+    def server(self, directory: Path, dns_names: list[str]) -> None:
+        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in [*dns_names, "localhost"]]
+        sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+        self._issue(directory, "apiserver", _name(dns_names[0]),
+                    ExtendedKeyUsageOID.SERVER_AUTH, sans)
+
+    def client(self, directory: Path, stem: str, user: str, group: str) -> None:
+        self._issue(directory, stem, _name(user, group), ExtendedKeyUsageOID.CLIENT_AUTH)
+
+
+def service_account_keys(directory: Path) -> None:
+    """The key pair kube-apiserver requires to sign service-account tokens."""
+    key_path, pub_path = directory / "sa.key", directory / "sa.pub"
+    if key_path.is_file() and pub_path.is_file():
+        return
+    key = _new_key(key_path)
+    _write_private(pub_path, key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))

@@ -1,0 +1,39 @@
+"""Per-cluster certificates for the Cerebras appliance's API."""
+
+from aitestbed import kube_pki
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+
+def subject(path):
+    cert = x509.load_pem_x509_certificate(path.read_bytes())
+    name = cert.subject
+    return (name.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value,
+            [a.value for a in name.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)], cert)
+
+
+def test_identities_and_groups_come_from_the_certificates(tmp_path):
+    ca = kube_pki.ClusterCA(tmp_path / "secret", tmp_path / "public")
+    ca.server(tmp_path / "mgmt", ["cer-mgmt-01", "cer-mgmt-01.ai.alcf.anl.gov"])
+    ca.client(tmp_path / "users", "alice", "alice", kube_pki.USERS_GROUP)
+    cn, org, cert = subject(tmp_path / "users" / "alice.crt")
+    assert (cn, org) == ("alice", ["cerebras-users"])
+    assert cert.issuer == ca.cert.subject
+    _, _, server = subject(tmp_path / "mgmt" / "apiserver.crt")
+    names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"cer-mgmt-01", "cer-mgmt-01.ai.alcf.anl.gov", "localhost"} <= set(
+        names.get_values_for_type(x509.DNSName))
+    assert (tmp_path / "users" / "alice.key").stat().st_mode & 0o777 == 0o600
+    assert not (tmp_path / "public" / "ca.key").exists()
+
+
+def test_reruns_keep_what_exists_and_a_new_ca_reissues(tmp_path):
+    ca = kube_pki.ClusterCA(tmp_path / "secret", tmp_path / "public")
+    ca.client(tmp_path, "bob", "bob", kube_pki.USERS_GROUP)
+    first = (tmp_path / "bob.crt").read_bytes()
+    again = kube_pki.ClusterCA(tmp_path / "secret", tmp_path / "public")
+    again.client(tmp_path, "bob", "bob", kube_pki.USERS_GROUP)
+    assert (tmp_path / "bob.crt").read_bytes() == first
+    other = kube_pki.ClusterCA(tmp_path / "other", tmp_path / "other-public")
+    other.client(tmp_path, "bob", "bob", kube_pki.USERS_GROUP)
+    assert (tmp_path / "bob.crt").read_bytes() != first
