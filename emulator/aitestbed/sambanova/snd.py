@@ -27,23 +27,11 @@ import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from ..node.processes import process_alive, process_start_ticks
 from .client import DEFAULT_SOCKET
 from .node import STATES, ForbiddenError, NotFoundError, PlacementError, RduNode
 
 STATE_FILE = "state.json"
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (start time), None when the process is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[19])
-
-
-def process_alive(pid: int, start_ticks: int) -> bool:
-    return process_start_ticks(pid) == start_ticks
 
 
 def process_command(pid: int) -> str:

@@ -1,0 +1,136 @@
+"""Per-cluster set-up of a Cerebras node at start (a node-init hook of the appliance roles).
+
+What it installs comes from the cluster's state directory (aitestbed.kube_pki):
+  management node  /etc/kubernetes/pki (API server), admin/ and controller/
+                   credentials, /root/.kube/config, /etc/cerebras/controller.json
+  agent nodes      /etc/kubernetes/agent/
+  /n1 holders      /n1/wsjob/{workdir,compile_root}, owned by the service user
+  login nodes      /opt/cerebras/config_v2, each user's credentials in
+                   /etc/cerebras/credentials/<user>/ (that user only), and pip's
+                   configuration (the Cerebras wheels; PyPI is out of reach)
+  every node       links /software/cerebras/{python3.8,dataset} into the image
+"""
+
+from __future__ import annotations
+
+import json
+import pwd
+import shutil
+from pathlib import Path
+
+from ..node.init import CLUSTER, NODE, install_file
+from .config import CREDENTIALS_ROOT, USERNODE_CONFIG
+from .kubeapi import NAMESPACE
+
+SERVICE_USER = "wsjob"
+SOFTWARE_SOURCE = Path("/opt/cerebras/software")
+SOFTWARE = Path("/software/cerebras")
+PIP_CONF = """# Managed by aitestbed: PyPI cannot be reached from inside the cluster, so pip
+# installs from the Cerebras wheels (`pip install cerebras_pytorch==2.1.1`).
+[global]
+no-index = true
+find-links = /opt/cerebras/wheels
+"""
+KUBERNETES = Path("/etc/kubernetes")
+
+
+def credentials_dir(dest: Path, server: str, cert: Path, key: Path,
+                    uid: int = 0, gid: int = 0) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    install_file(CLUSTER / "kubernetes" / "ca.crt", dest / "ca.crt", 0o444)
+    install_file(server + "\n", dest / "server", 0o444)
+    install_file(cert, dest / "client.crt", 0o400, uid, gid)
+    install_file(key, dest / "client.key", 0o400, uid, gid)
+    shutil.chown(dest, uid, gid)
+    dest.chmod(0o500)
+
+
+def kubeconfig(directory: Path) -> str:
+    server = (directory / "server").read_text().strip()
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: cerebras1\n  cluster:\n    server: {server}\n"
+        f"    certificate-authority: {directory}/ca.crt\n"
+        f"users:\n- name: admin\n  user:\n    client-certificate: {directory}/client.crt\n"
+        f"    client-key: {directory}/client.key\n"
+        "contexts:\n- name: cerebras1\n  context:\n    cluster: cerebras1\n    user: admin\n"
+        f"    namespace: {NAMESPACE}\ncurrent-context: cerebras1\n")
+
+
+def management_node(cluster: dict, own: Path) -> None:
+    pki = KUBERNETES / "pki"
+    pki.mkdir(parents=True, exist_ok=True)
+    install_file(CLUSTER / "kubernetes" / "ca.crt", pki / "ca.crt", 0o444)
+    for name in ("apiserver.crt", "apiserver.key", "sa.key", "sa.pub"):
+        install_file(own / name, pki / name, 0o600)
+    for identity in ("admin", "controller"):
+        credentials_dir(KUBERNETES / identity, "https://127.0.0.1:6443",
+                        own / f"{identity}.crt", own / f"{identity}.key")
+    Path("/root/.kube").mkdir(mode=0o700, exist_ok=True)
+    install_file(kubeconfig(KUBERNETES / "admin"), Path("/root/.kube/config"), 0o600)
+    Path("/etc/cerebras").mkdir(exist_ok=True)
+    install_file(json.dumps({"systems": cluster["systems"],
+                             "management_node": cluster["management_node"]}, indent=2) + "\n",
+                 Path("/etc/cerebras/controller.json"), 0o644)
+
+
+def appliance_dirs() -> None:
+    service = pwd.getpwnam(SERVICE_USER)
+    for path in (Path("/n1/wsjob/workdir") / NAMESPACE, Path("/n1/wsjob/compile_root")):
+        path.mkdir(parents=True, exist_ok=True)
+        for part in (path, *path.parents):
+            if part == Path("/n1"):
+                break
+            shutil.chown(part, service.pw_uid, service.pw_gid)
+
+
+def login_node(cluster: dict, accounts: dict) -> None:
+    ca = Path("/opt/cerebras/certs/ca.crt")
+    ca.parent.mkdir(parents=True, exist_ok=True)
+    install_file(CLUSTER / "kubernetes" / "ca.crt", ca, 0o444)
+    install_file(json.dumps({
+        "clusters": [{"name": "cerebras1", "server": cluster["server"],
+                      "certificateAuthority": str(ca)}],
+        "contexts": [{"name": "cerebras1", "cluster": "cerebras1", "namespace": NAMESPACE}],
+        "currentContext": "cerebras1",
+    }, indent=2) + "\n", USERNODE_CONFIG, 0o644)
+    install_file(PIP_CONF, Path("/etc/pip.conf"), 0o644)
+    CREDENTIALS_ROOT.mkdir(parents=True, exist_ok=True)
+    for user in accounts["users"]:
+        source = CLUSTER / "users" / user["name"]
+        if (source / "kube.crt").is_file():
+            credentials_dir(CREDENTIALS_ROOT / user["name"], cluster["server"],
+                            source / "kube.crt", source / "kube.key", user["uid"], user["gid"])
+
+
+def link_software() -> None:
+    """Point the shared /software/cerebras at this image's tree; nothing a user made is replaced."""
+    for name in ("python3.8", "dataset"):
+        link = SOFTWARE / name
+        if not link.exists() and not link.is_symlink():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(SOFTWARE_SOURCE / name)
+
+
+def main() -> None:
+    node = json.loads((NODE / "node.json").read_text())
+    cluster_file = CLUSTER / "kubernetes" / "cluster.json"
+    if node["system"] != "cerebras" or not cluster_file.is_file():
+        return
+    cluster = json.loads(cluster_file.read_text())
+    if "/software" in node["mounts"]:
+        link_software()
+    own = NODE / "kubernetes"
+    if (own / "apiserver.crt").is_file():
+        management_node(cluster, own)
+    if (own / "agent.crt").is_file():
+        credentials_dir(KUBERNETES / "agent", cluster["server"], own / "agent.crt",
+                        own / "agent.key")
+    if "/n1" in node["mounts"]:
+        appliance_dirs()
+    if node["node_class"] == "login":
+        login_node(cluster, json.loads((CLUSTER / "accounts.json").read_text()))
+
+
+if __name__ == "__main__":
+    main()
