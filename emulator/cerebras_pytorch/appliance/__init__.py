@@ -1,0 +1,29 @@
+"""The appliance: how cstorch programs run on the Wafer-Scale Cluster.
+
+  program  run_program(): the client side of a CSX run (compile, then execute jobs)
+  runner   the JobRunner protocol and get_runner() (CEREBRAS_APPLIANCE_RUNNER)
+  channel  newline-delimited JSON from a job's worker to the client
+  worker   the appliance side of a job (python -m cerebras_pytorch.appliance.worker)
+  local    LocalJobRunner: jobs as local subprocesses
+  session  the appliance job this process runs, if any
+  errors   the exceptions a failed job raises on the client
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    ApplianceClientError,
+    ApplianceCompilationError,
+    ApplianceError,
+    ApplianceNanError,
+    ApplianceResourceExhausted,
+    ApplianceUnknownError,
+)
+from .program import run_program
+from .runner import JobRunner, get_runner
+
+__all__ = [
+    "ApplianceClientError", "ApplianceCompilationError", "ApplianceError",
+    "ApplianceNanError", "ApplianceResourceExhausted", "ApplianceUnknownError",
+    "JobRunner", "get_runner", "run_program",
+]

@@ -1,0 +1,39 @@
+"""cstorch.utils: the cluster configuration and the data pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import data
+
+
+@dataclass
+class CSConfig:
+    """How a job uses the Wafer-Scale Cluster (ignored on CPU)."""
+
+    num_csx: int = 1
+    mount_dirs: list[str] = field(default_factory=list)
+    python_paths: list[str] = field(default_factory=list)
+    num_workers_per_csx: int = 0
+    job_labels: list[str] = field(default_factory=list)  # "key=value"
+    job_time_sec: int | None = None
+    max_wgt_servers: int = 24
+    max_act_per_csx: int = 1
+    mgmt_address: str | None = None
+    credentials_path: str | None = None
+    debug_args: object = None
+    disable_version_check: bool = False
+
+    def __post_init__(self) -> None:
+        if int(self.num_csx) < 1:
+            raise ValueError(f"num_csx must be at least 1, got {self.num_csx}")
+        for label in self.job_labels:
+            key, sep, _ = str(label).partition("=")
+            if not sep or not key:
+                raise ValueError(f"Invalid job label {label!r}: expected key=value")
+
+    def labels(self) -> dict[str, str]:
+        return dict(str(label).split("=", 1) for label in self.job_labels)
+
+
+__all__ = ["CSConfig", "data"]
