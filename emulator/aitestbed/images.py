@@ -29,7 +29,7 @@ from .errors import AitestbedError
 from .inventory import project_root
 from .naming import LABEL_BUILD, LABEL_CLASS
 from .playbook import run_playbook
-from .sdk_artifacts import build_graphcore, build_sambanova
+from .sdk_artifacts import build_cerebras, build_graphcore, build_kubernetes, build_sambanova
 
 ENTRYPOINT = ["/usr/bin/tini", "--"]
 CMD = ["/opt/aitestbed/venv/bin/aitestbed-node-init"]
@@ -105,7 +105,7 @@ def ensure_node_os(client: docker.DockerClient, nocache: bool = False) -> str:
 
 def class_tag(client: docker.DockerClient, node_os: str, node_class: str) -> str:
     root = project_root()
-    inputs = [root / "roles", root / "playbooks" / "image.yml", root / "emulator",
+    inputs = [root / "roles", root / "playbooks", root / "deploy", root / "emulator",
               root / "pyproject.toml", root / "images" / "cluster-requirements.txt",
               root / "inventory" / "group_vars" / "all.yml"]
     digest = _tree_digest(inputs, [client.images.get(node_os).id, node_class])
@@ -140,6 +140,8 @@ def build_host_artifacts() -> None:
     build_wheelhouse()
     build_graphcore()
     build_sambanova()
+    build_cerebras()
+    build_kubernetes()
 
 
 def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict[str, str]:

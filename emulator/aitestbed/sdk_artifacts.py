@@ -7,11 +7,13 @@ build/<vendor>/ and the roles copy them. Downloads are cached in build/downloads
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
 
 from .datasets import mnist
+from .errors import AitestbedError
 from .inventory import project_root
 from .wheels import build_wheel
 
@@ -59,5 +61,30 @@ def build_sambanova(root: Path | None = None) -> Path:
     build_wheel(out, defaults["sambaflow_wheel"], {"sambaflow": root / "emulator" / "sambaflow"},
                 summary=f"SambaFlow {version} for the emulated DataScale SN30/SN10 (aitestbed)",
                 requires=["tqdm"])
+    _copy_mnist_source(root, out)
+    return out
+
+
+def build_kubernetes(root: Path | None = None) -> Path:
+    """build/kubernetes: kube-apiserver and kubectl, built once from the Go module and cached."""
+    root = root or project_root()
+    out = _fresh_output(root, "kubernetes")
+    version = _role_defaults(root, "k8s_control_plane")["k8s_control_plane_version"]
+    script = root / "scripts" / "build-kube-binaries.sh"
+    if subprocess.run(["bash", str(script), version, str(out)], check=False).returncode:
+        raise AitestbedError(f"could not build kube-apiserver {version} (see above)")
+    return out
+
+
+def build_cerebras(root: Path | None = None) -> Path:
+    """build/cerebras: each release's cerebras_pytorch wheel, and the MNIST source."""
+    root = root or project_root()
+    out = _fresh_output(root, "cerebras")
+    for release in _role_defaults(root, "cerebras_node")["cerebras_node_releases"]:
+        version = release["version"]
+        build_wheel(out, release["wheel"],
+                    {"cerebras_pytorch": root / "emulator" / "cerebras_pytorch"},
+                    summary=f"cerebras_pytorch {version} for the emulated CS-2 cluster (aitestbed)",
+                    requires=["torch", "pyyaml"])
     _copy_mnist_source(root, out)
     return out

@@ -20,9 +20,9 @@ from aitestbed.naming import container_name
 from aitestbed.state import ClusterState
 
 AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
-NODES = ["cer-cs2-01", "cer-login-01", "gc-login-01", "gc-poplar-01", "gc-poplar-02",
-         "gc-slurmctld", "sambanova", "sm-01", "sm-02", "sn10-slurmctld", "sn30-r1-h1",
-         "sn30-slurmctld"]
+NODES = ["cer-cs2-01", "cer-cs2-02", "cer-login-01", "cer-mgmt-01", "gc-login-01",
+         "gc-poplar-01", "gc-poplar-02", "gc-slurmctld", "sambanova", "sm-01", "sm-02",
+         "sn10-slurmctld", "sn30-r1-h1", "sn30-slurmctld"]
 SAMBANOVA_NODES = ["sambanova", "sm-01", "sm-02", "sn10-slurmctld", "sn30-r1-h1", "sn30-slurmctld"]
 LOGIN_NODES = ["cer-login-01", "gc-login-01", "sambanova"]
 

@@ -130,6 +130,7 @@ class KubernetesJobRunner:
                 announced = True
             kind = message.get("type")
             if kind == "done":
+                self._final_status(name)  # so that `csctl get jobs` right after agrees
                 return message
             if kind == "error":
                 self._report_failure(name)
