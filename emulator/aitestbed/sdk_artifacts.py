@@ -85,6 +85,9 @@ def build_cerebras(root: Path | None = None) -> Path:
         build_wheel(out, release["wheel"],
                     {"cerebras_pytorch": root / "emulator" / "cerebras_pytorch"},
                     summary=f"cerebras_pytorch {version} for the emulated CS-2 cluster (aitestbed)",
-                    requires=["torch", "pyyaml"])
+                    requires=["torch", "pyyaml"],
+                    overrides={"cerebras_pytorch/_version.py":
+                               '"""The Cerebras software release this cerebras_pytorch belongs '
+                               f'to."""\n\n__version__ = "{version}"\n'})
     _copy_mnist_source(root, out)
     return out

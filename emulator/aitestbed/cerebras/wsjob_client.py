@@ -124,20 +124,23 @@ class KubernetesJobRunner:
             return wsjob.phase(self.api.get_job(name, self.namespace)) in wsjob.FINISHED
 
         announced = False
-        for message in channel.connect(host, port, INGRESS_TIMEOUT, give_up=ended):
-            if not announced:
-                logger.info("Ingress is ready: Job ingress ready, poll ingress success.")
-                announced = True
-            kind = message.get("type")
-            if kind == "done":
-                self._final_status(name)  # so that `csctl get jobs` right after agrees
-                return message
-            if kind == "error":
-                self._report_failure(name)
-                error = self.errors.from_message(message)
-                logger.error(f"Job {name} failed due to: {error}")
-                raise error
-            on_message(message)
+        try:
+            for message in channel.connect(host, port, INGRESS_TIMEOUT, give_up=ended):
+                if not announced:
+                    logger.info("Ingress is ready: Job ingress ready, poll ingress success.")
+                    announced = True
+                kind = message.get("type")
+                if kind == "done":
+                    self._final_status(name)  # so that `csctl get jobs` right after agrees
+                    return message
+                if kind == "error":
+                    self._report_failure(name)
+                    error = self.errors.from_message(message)
+                    logger.error(f"Job {name} failed due to: {error}")
+                    raise error
+                on_message(message)
+        except OSError:  # refused or reset: the workload was stopped or died
+            pass
         # The stream ended without a result: the job was cancelled or its workload died.
         status = self._final_status(name)
         self._failed(name, status.get("message") or "the workload ended without a result")
