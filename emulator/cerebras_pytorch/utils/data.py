@@ -111,6 +111,19 @@ class DataExecutor:
             self.profiler.record(self._pending_samples)
             self._pending_samples = 0
 
+    def samples_in(self, batch) -> int:
+        """The samples a step of `batch` counts.
+
+        On the appliance, an input function that trains a reduced-scale model on small
+        batches declares the nominal batch they stand for, as the attribute
+        `aitestbed_samples_per_batch` of the iterable it returns: device time is
+        modelled for the nominal workload, so its samples are what rates count there.
+        """
+        nominal = getattr(self.dataloader.loader, "aitestbed_samples_per_batch", None)
+        if nominal and self.backend.session is not None:
+            return int(nominal)
+        return batch_samples(batch)
+
     def _batches(self) -> Iterator:
         while True:
             empty = True
@@ -133,7 +146,7 @@ class DataExecutor:
             for step in range(1, self.num_steps + 1):
                 self.user_iteration = step
                 batch = next(batches)
-                self._pending_samples = batch_samples(batch)
+                self._pending_samples = self.samples_in(batch)
                 yield batch
                 self.complete_step()
         finally:

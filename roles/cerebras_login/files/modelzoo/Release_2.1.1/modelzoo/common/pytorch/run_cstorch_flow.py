@@ -108,8 +108,9 @@ def _cs_config(runconfig: dict) -> cstorch.utils.CSConfig:
 def _optimizer(params: dict, model: torch.nn.Module) -> torch.optim.Optimizer:
     config = params.get("optimizer", {})
     kwargs = {"lr": float(config.get("learning_rate", 0.001))}
-    if "weight_decay" in config:
-        kwargs["weight_decay"] = float(config["weight_decay"])
+    weight_decay = config.get("weight_decay", config.get("weight_decay_rate"))
+    if weight_decay is not None:
+        kwargs["weight_decay"] = float(weight_decay)
     optimizer_type = config.get("optimizer_type", "SGD")
     if str(optimizer_type).lower() == "sgd":
         kwargs["momentum"] = float(config.get("momentum", 0.0))
@@ -145,15 +146,22 @@ def run_cstorch_train(params: dict, model_fn, train_data_fn) -> None:
         dataloader, num_steps=steps - global_step, checkpoint_steps=checkpoint_steps,
         cs_config=_cs_config(runconfig))
 
+    max_gradient_norm = params.get("optimizer", {}).get("max_gradient_norm")
+
     @cstorch.trace
     def training_step(batch):
         optimizer.zero_grad()
         loss = compiled_model(batch)
         if grad_scaler is None:
             loss.backward()
-            optimizer.step()
         else:
             grad_scaler.scale(loss).backward()
+            grad_scaler.unscale_(optimizer)
+        if max_gradient_norm:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), float(max_gradient_norm))
+        if grad_scaler is None:
+            optimizer.step()
+        else:
             grad_scaler.step(optimizer)
             grad_scaler.update()
         return loss
