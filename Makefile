@@ -65,6 +65,7 @@ bench: venv engine
 	$(BIN)/python tests/bench/bench_slurm.py
 	$(BIN)/python tests/bench/bench_graphcore.py
 	$(BIN)/python tests/bench/bench_sambanova.py
+	$(BIN)/python tests/bench/bench_cerebras.py
 
 lock:
 	rm -rf build/lockvenv && $(PYTHON) -m venv build/lockvenv

@@ -137,13 +137,17 @@ def test_the_run_leaves_its_model_dir_and_log(cluster, smoketest):
 
 
 def test_csctl_lists_both_jobs_with_the_documented_columns(cluster, smoketest):
+    compile_id = re.search(r"compile job id: (wsjob-\w+)", smoketest).group(1)
+    execute_id = re.search(r"execute job id: (wsjob-\w+)", smoketest).group(1)
     rc, out = cluster.run(LOGIN, "csctl get jobs")
     assert rc == 0, out
     assert out.splitlines()[0].split() == ["NAME", "AGE", "DURATION", "PHASE", "SYSTEMS", "USER",
                                            "LABELS", "DASHBOARD"]
-    ours = [ln.split() for ln in out.splitlines() if "name=pt_smoketest" in ln]
-    assert len(ours) >= 2 and all(row[3] == "SUCCEEDED" for row in ours)
-    assert any(row[4] == "cer-cs2-01" and row[5] == cluster.user for row in ours)
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows[compile_id][3:6] == ["SUCCEEDED", cluster.user, "name=pt_smoketest"]
+    assert rows[execute_id][3:7] == ["SUCCEEDED", "cer-cs2-01", cluster.user,
+                                     "name=pt_smoketest"]
+    assert rows[execute_id][7].startswith("https://grafana.cerebras1.lab.alcf.anl.gov/d/")
 
 
 def test_label_a_job_and_find_it_with_grep(cluster, smoketest):
