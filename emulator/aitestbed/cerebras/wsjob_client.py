@@ -124,13 +124,15 @@ class KubernetesJobRunner:
             return wsjob.phase(self.api.get_job(name, self.namespace)) in wsjob.FINISHED
 
         announced = False
+        messages = channel.connect(host, port, INGRESS_TIMEOUT, give_up=ended)
         try:
-            for message in channel.connect(host, port, INGRESS_TIMEOUT, give_up=ended):
+            for message in messages:
                 if not announced:
                     logger.info("Ingress is ready: Job ingress ready, poll ingress success.")
                     announced = True
                 kind = message.get("type")
                 if kind == "done":
+                    messages.close()  # hang up: the workload ends once its client has left
                     self._final_status(name)  # so that `csctl get jobs` right after agrees
                     return message
                 if kind == "error":
