@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -305,3 +307,23 @@ def test_bad_input_gets_a_clear_message(cluster, release_2_1_1, command, message
     rc, out = cluster.run(LOGIN, f"{VENV} && cd {FC_MNIST} && {command}")
     assert rc != 0 and message in out, out
     assert "Traceback" not in out
+
+
+def test_the_manifests_apply_to_a_kubernetes_api_server(cluster):
+    """deploy/wsjob with the scheduler's Deployment, checked by the API server (dry run)."""
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(["docker", "cp", str(root / "deploy" / "wsjob"),
+                    f"{cluster.container(MGMT)}:/tmp/wsjob-manifests"], check=True)
+    result = cluster.host(MGMT).run("kubectl apply --dry-run=server -k "
+                                    "/tmp/wsjob-manifests/scheduler")
+    assert result.rc == 0, result.stderr
+    assert "deployment.apps/wsjob-scheduler created (server dry run)" in result.stdout
+    assert "rolebinding.rbac.authorization.k8s.io/wsjob-scheduler created" in result.stdout
+
+
+def test_jobs_survive_down_and_up(cluster, smoketest):
+    """The API's data is on the management node's own volume."""
+    before = {j["metadata"]["name"] for j in csctl_jobs(cluster)}
+    cluster.cli("down")
+    cluster.cli("up")
+    assert before <= {j["metadata"]["name"] for j in csctl_jobs(cluster)}

@@ -66,6 +66,17 @@ def default_namespace(config: dict) -> str:
     return context.get("namespace", NAMESPACE)
 
 
+def in_cluster_credentials() -> Credentials:
+    """A pod's own service account (the scheduler deployed with deploy/wsjob/scheduler)."""
+    account = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get(
+        "KUBERNETES_SERVICE_PORT", "443")
+    if not host:
+        raise ConfigError("not running in a Kubernetes pod (no KUBERNETES_SERVICE_HOST)")
+    return Credentials(f"https://{host}:{port}", account / "ca.crt",
+                       token_file=account / "token")
+
+
 def service_credentials(directory: Path) -> Credentials:
     return Credentials((directory / "server").read_text().strip(), directory / "ca.crt",
                        directory / "client.crt", directory / "client.key")

@@ -79,7 +79,10 @@ def main(argv: list[str] | None = None) -> None:
                                      description="Schedule wsjobs onto the CS-2 systems.")
     parser.add_argument("--config", type=Path, default=Path("/etc/cerebras/controller.json"),
                         help="systems, management node and limits (JSON)")
-    parser.add_argument("--credentials", type=Path, default=Path("/etc/kubernetes/controller"))
+    parser.add_argument("--credentials", type=Path, default=Path("/etc/kubernetes/controller"),
+                        help="directory with server, ca.crt, client.crt, client.key")
+    parser.add_argument("--in-cluster", action="store_true",
+                        help="authenticate as the pod's service account instead")
     args = parser.parse_args(argv)
     settings = json.loads(args.config.read_text())
     limits = Limits(systems=tuple(settings["systems"]),
@@ -88,7 +91,12 @@ def main(argv: list[str] | None = None) -> None:
                     max_execute=settings.get("max_execute", 1),
                     heartbeat_timeout=settings.get("heartbeat_timeout", 30.0))
     try:
-        run(KubeApi(config.service_credentials(args.credentials)), limits)
+        credentials = (config.in_cluster_credentials() if args.in_cluster
+                       else config.service_credentials(args.credentials))
+    except (config.ConfigError, OSError) as err:
+        sys.exit(f"wsjob-controller: {err}")
+    try:
+        run(KubeApi(credentials), limits)
     except KeyboardInterrupt:
         sys.exit(0)
 

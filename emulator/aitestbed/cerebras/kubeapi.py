@@ -37,10 +37,13 @@ class Unreachable(Exception):
 
 @dataclass(frozen=True)
 class Credentials:
+    """A client certificate (users, our appliance), or a service-account token (in a pod)."""
+
     server: str  # https://host:port
     ca_file: Path
-    cert_file: Path
-    key_file: Path
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    token_file: Path | None = None
 
 
 class KubeApi:
@@ -49,8 +52,16 @@ class KubeApi:
         self.host, self.port = url.hostname, url.port or 443
         self.timeout = timeout
         self._tls = ssl.create_default_context(cafile=str(credentials.ca_file))
-        self._tls.load_cert_chain(str(credentials.cert_file), str(credentials.key_file))
+        if credentials.cert_file:
+            self._tls.load_cert_chain(str(credentials.cert_file), str(credentials.key_file))
+        self._token_file = credentials.token_file
         self._conn: http.client.HTTPSConnection | None = None
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self._token_file:  # re-read: projected tokens are rotated
+            headers["Authorization"] = f"Bearer {self._token_file.read_text().strip()}"
+        return headers
 
     # transport ------------------------------------------------------------
     def _connection(self, timeout: float | None = None) -> http.client.HTTPSConnection:
@@ -60,7 +71,7 @@ class KubeApi:
     def request(self, method: str, path: str, body: dict | None = None,
                 content_type: str = "application/json") -> dict:
         data = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": "application/json"}
+        headers = self._headers()
         if data is not None:
             headers["Content-Type"] = content_type
         for attempt in (1, 2):  # a kept-alive connection the server closed: retry once
@@ -140,8 +151,7 @@ class KubeApi:
                            "allowWatchBookmarks": "true"})
         conn = self._connection(timeout=timeout_seconds + 30)
         try:
-            conn.request("GET", f"{self.jobs_path(namespace)}?{query}",
-                         headers={"Accept": "application/json"})
+            conn.request("GET", f"{self.jobs_path(namespace)}?{query}", headers=self._headers())
             response = conn.getresponse()
             if response.status >= 400:
                 document = json.loads(response.read() or b"{}")
