@@ -20,7 +20,7 @@ if [[ ! -x $cache/kube-apiserver || ! -x $cache/kubectl ]]; then
     minor=${version#v1.}; minor=${minor%%.*}
     staging_version=v0.${version#v1.}
     say "building kube-apiserver and kubectl $version from the k8s.io/kubernetes Go module"
-    say "  (once per version; about 15-25 minutes on 2 cores, then cached in $cache)"
+    say "  (once per version: minutes with warm Go caches, much longer without; then cached in $cache)"
     cd "$work"
     cat > go.mod <<EOF
 module aitestbed.local/kube
