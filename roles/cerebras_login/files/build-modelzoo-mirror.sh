@@ -3,9 +3,12 @@
 #
 # usage: build-modelzoo-mirror.sh SRC_ROOT DEST_BARE_REPO
 #
-# SRC_ROOT holds one working tree per release, named as the tag (Release_1.9.1,
-# Release_2.1.1). Each becomes one commit, oldest release first, tagged with
-# its name; main points at the newest. Identities, dates and modes are fixed,
+# SRC_ROOT holds all_releases/ (the files every release has alike: the models,
+# their data and configs) and, per release, a directory named as its tag
+# (Release_1.9.1, Release_2.1.1) with what is that release's own (its runner,
+# CLI, README). Each release's tree is all_releases/ with its own files laid
+# over it; each becomes one commit, oldest release first, tagged with its
+# name; main points at the newest. Identities, dates and modes are fixed,
 # so the same trees always give the same commit ids. DEST_BARE_REPO is rebuilt
 # from scratch (it must be absent, empty, or a mirror this script made).
 set -eu
@@ -16,6 +19,7 @@ src=$1
 dest=$2
 releases=$(cd "$src" && ls -d Release_* 2>/dev/null | sort -V)
 [ -n "$releases" ] || fail "no Release_* trees in $src"
+[ -d "$src/all_releases" ] || fail "no all_releases tree in $src"
 case $dest in "" | / | . | ..) fail "refusing to use '$dest' as the destination" ;; esac
 if [ -e "$dest" ] && [ -n "$(ls -A "$dest")" ] && [ ! -f "$dest/aitestbed-mirror" ]; then
     fail "$dest exists and is not a mirror built by this script: not touching it"
@@ -38,8 +42,10 @@ git -C "$work" config tag.gpgSign false
 day=1
 for release in $releases; do
     find "$work" -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} +
-    (cd "$src/$release" && tar -cf - --exclude=__pycache__ --exclude='*.pyc' .) |
-        (cd "$work" && tar -xf -)
+    for layer in all_releases "$release"; do
+        (cd "$src/$layer" && tar -cf - --exclude=__pycache__ --exclude='*.pyc' .) |
+            (cd "$work" && tar -xf -)
+    done
     find "$work" -path "$work/.git" -prune -o -type d -exec chmod 0755 {} +
     find "$work" -path "$work/.git" -prune -o -type f -exec chmod 0644 {} +
     stamp="2023-0$day-15T12:00:00+00:00"
