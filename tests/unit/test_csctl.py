@@ -36,6 +36,15 @@ def test_the_guides_row():
     assert out[1].index("cer-cs2-01") == out[0].index("SYSTEMS")
 
 
+def test_debug_shows_more_fields():
+    j = job("wsjob-q", "QUEUEING", "2023-08-10T22:09:34Z")
+    j["status"]["message"] = "job is queueing."
+    header, line = csctl.format_jobs([j], "table", NOW, debug=1).splitlines()
+    assert header.split() == ["NAME", "AGE", "DURATION", "PHASE", "TYPE", "NODE", "SYSTEMS",
+                              "USER", "LABELS", "DASHBOARD", "MESSAGE"]
+    assert line.endswith("job is queueing.") and " execute " in line
+
+
 def test_labels_are_listed_sorted_and_greppable():
     j = job("wsjob-ez6dyfronnsg2rz7f7fqw4", "SUCCEEDED", "2023-08-10T21:50:00Z",
             started="2023-08-10T21:50:05Z", ended="2023-08-10T21:55:00Z",

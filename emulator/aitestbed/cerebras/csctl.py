@@ -96,7 +96,8 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def format_jobs(jobs: list[dict], output: str, now: datetime.datetime) -> str:
+def format_jobs(jobs: list[dict], output: str, now: datetime.datetime, debug: int = 0) -> str:
+    """The table (with -d 1 or more, also each job's type, workload node and message)."""
     if output == "json":
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": jobs}, indent=2) + "\n"
     if output == "yaml":
@@ -104,7 +105,15 @@ def format_jobs(jobs: list[dict], output: str, now: datetime.datetime) -> str:
         return yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": jobs},
                               sort_keys=False)
     header = ["NAME", "AGE", "DURATION", "PHASE", "SYSTEMS", "USER", "LABELS", "DASHBOARD"]
-    return table([row(j, now) for j in jobs], header)
+    rows = [row(j, now) for j in jobs]
+    if debug > 0:
+        header[4:4] = ["TYPE", "NODE"]
+        header.append("MESSAGE")
+        for cells, job in zip(rows, jobs, strict=True):
+            status = job.get("status") or {}
+            cells[4:4] = [job["spec"].get("jobType", ""), status.get("node", "")]
+            cells.append(status.get("message", ""))
+    return table(rows, header)
 
 
 def visible(job: dict, now: datetime.datetime, show_all: bool) -> bool:
@@ -151,7 +160,7 @@ def cmd_get(api: KubeApi, args) -> None:
         jobs = [j for j in listing.get("items", []) if visible(j, now, args.all)]
         jobs.sort(key=lambda j: (j["metadata"].get("creationTimestamp", ""),
                                  j["metadata"]["name"]))
-    sys.stdout.write(format_jobs(jobs, args.output, now))
+    sys.stdout.write(format_jobs(jobs, args.output, now, args.debug))
 
 
 def cmd_cancel(api: KubeApi, args) -> None:
@@ -205,7 +214,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="csctl", add_help=False)
     top.add_argument("-h", "--help", action="store_true")
     top.add_argument("-v", "--version", action="store_true")
-    top.add_argument("-d", "--debug", type=int, default=0)
+    top.add_argument("-d", "--debug", type=int, default=0)  # > 0: more columns in `get`
     top.add_argument("--namespace")
     top.add_argument("--csconfig", type=Path, default=None)
     commands = top.add_subparsers(dest="command", metavar="command")
