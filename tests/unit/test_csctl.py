@@ -112,3 +112,11 @@ def test_a_submitted_job_names_and_describes_the_request():
     assert made["spec"]["numWafers"] == 2 and made["spec"]["timeScale"] == "0.5"
     assert made["spec"]["workdir"] == f"/n1/wsjob/workdir/job-operator/{made['metadata']['name']}"
     assert json.loads(made["spec"]["request"]) == request
+
+
+def test_global_flags_may_follow_the_command():
+    for argv in (["-d", "1", "--namespace", "ns", "get", "jobs"],
+                 ["get", "jobs", "-d", "1", "--namespace", "ns"]):
+        args = csctl.parser().parse_args(argv)
+        assert (args.debug, args.namespace, args.type) == (1, "ns", "jobs")
+    assert csctl.parser().parse_args(["get", "jobs"]).debug == 0

@@ -210,14 +210,27 @@ def cmd_log_export(api: KubeApi, args) -> None:
     print(f"Produced log export at {target}")
 
 
+def _global_flags(defaults: bool) -> argparse.ArgumentParser:
+    """csctl's global flags; like cobra's, they may also follow the command."""
+    flags = argparse.ArgumentParser(add_help=False)
+    default = (lambda value: value) if defaults else (lambda _value: argparse.SUPPRESS)
+    flags.add_argument("-d", "--debug", type=int, default=default(0),
+                       help="higher debug values will display more fields in output objects")
+    flags.add_argument("--namespace", default=default(None),
+                       help="configure csctl to talk to different user namespaces")
+    flags.add_argument("--csconfig", type=Path, default=default(None),
+                       help="the usernode config (default /opt/cerebras/config_v2)")
+    return flags
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="csctl", add_help=False)
+    top = argparse.ArgumentParser(prog="csctl", add_help=False, parents=[_global_flags(True)])
     top.add_argument("-h", "--help", action="store_true")
     top.add_argument("-v", "--version", action="store_true")
-    top.add_argument("-d", "--debug", type=int, default=0)  # > 0: more columns in `get`
-    top.add_argument("--namespace")
-    top.add_argument("--csconfig", type=Path, default=None)
-    commands = top.add_subparsers(dest="command", metavar="command")
+    later = _global_flags(False)
+    commands = top.add_subparsers(dest="command", metavar="command",
+                                  parser_class=lambda **kw: argparse.ArgumentParser(
+                                      parents=[later], **kw))
 
     get = commands.add_parser("get", help="Get resources", description="Get resources.")
     get.add_argument("type", help="resource type (jobs)")
