@@ -23,7 +23,6 @@ import time
 import cerebras_pytorch as cstorch
 import yaml
 from cerebras_pytorch.appliance import ApplianceError
-
 from modelzoo.common.pytorch.cli_parser import CSX_ONLY, get_parser
 from modelzoo.common.pytorch.pytorch_runner import RunError, run_pytorch_flow
 

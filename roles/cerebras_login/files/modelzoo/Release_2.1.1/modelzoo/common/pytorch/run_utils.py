@@ -18,7 +18,6 @@ import time
 import cerebras_pytorch as cstorch
 import yaml
 from cerebras_pytorch.appliance import ApplianceError
-
 from modelzoo.common.pytorch import runconfig as runconfig_schema
 from modelzoo.common.pytorch.cli_parser import CSX_ONLY, get_parser
 from modelzoo.common.pytorch.run_cstorch_flow import RunError, run_cstorch_flow
