@@ -14,7 +14,7 @@ cache=${AITESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aitestbed}/kubernetes/$
 say() { echo "aitestbed: $*" >&2; }
 
 if [[ ! -x $cache/kube-apiserver || ! -x $cache/kubectl ]]; then
-    command -v go >/dev/null || { say "Go is needed to build kube-apiserver $version (apt-get install golang-go)"; exit 1; }
+    command -v go >/dev/null || { say "Go 1.23 or newer is needed to build kube-apiserver $version (see go.dev/dl)"; exit 1; }
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     minor=${version#v1.}; minor=${minor%%.*}

