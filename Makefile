@@ -36,7 +36,7 @@ images: venv engine
 cluster-up: venv engine
 	$(AITESTBED) up --profile $(PROFILE) $(if $(SYSTEMS),--systems $(SYSTEMS))
 	@mkdir -p -m 700 $(HOME)/.ssh && $(AITESTBED) ssh-config -o $(HOME)/.ssh/aitestbed-$(NAME).conf
-	@echo "log in: ssh -F $(HOME)/.ssh/aitestbed-$(NAME).conf gc-login-01   (or cer-login-01, sambanova)"
+	@echo "log in: ssh -F $(HOME)/.ssh/aitestbed-$(NAME).conf gc-login-01   (or cer-login-01, sambanova); Password: the code from $(AITESTBED) passcode"
 
 cluster-down: venv
 	$(AITESTBED) down
@@ -57,7 +57,7 @@ test-cluster: venv engine
 	$(BIN)/pytest tests/cluster
 
 lint: venv
-	$(BIN)/ruff check emulator tests
+	$(BIN)/ruff check emulator tests playbooks/library playbooks/files
 	$(BIN)/ansible-lint --offline playbooks roles
 
 bench: venv engine

@@ -10,7 +10,7 @@ import time
 import click
 from docker.errors import DockerException
 
-from . import images, lifecycle, sshconfig
+from . import images, lifecycle, passcode, sshconfig
 from .engine import connect
 from .errors import AitestbedError
 from .health import probe_all, wait_ready
@@ -174,9 +174,50 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     record = state.load()
     topology = load_inventory(record.profile, record.systems)
     images.build_host_artifacts()  # the roles copy them
+    # localhost: the account playbooks record requests in the state directory first.
     result = run_playbook(playbook, [topology.inventory_path, state.inventory_path],
-                          limit=",".join(n.name for n in topology.nodes), args=list(args))
+                          limit=",".join([*(n.name for n in topology.nodes), "localhost"]),
+                          args=list(args))
     sys.exit(result.returncode)
+
+
+@cli.command("passcode")
+@click.argument("user", required=False)
+@click.option("--watch", "-w", is_flag=True,
+              help="Keep showing the code and the seconds it has left (Ctrl-C ends).")
+@click.option("--typed", is_flag=True,
+              help="Print what to type at `Password:`: for CRYPTOCard users the PIN, then "
+                   "the code (for SSH_ASKPASS).")
+@click.pass_context
+def passcode_cmd(ctx: click.Context, user: str | None, watch: bool, typed: bool) -> None:
+    """The current one-time passcode of USER (default: the practice user), as MobilePASS+ shows it.
+
+    \b
+    ssh -F ~/.ssh/aitestbed.conf cer-login-01
+    Password: <type the code>
+    """
+    state = _state(ctx)
+    user = user or state.load().user
+    registry = state.registry()
+    record = registry.users.get(user)
+    if record is None:
+        raise AitestbedError(f"unknown user {user!r}: cluster {state.name!r} has "
+                             f"{', '.join(sorted(registry.users)) or 'no accounts'}")
+    if not record["active"]:
+        raise AitestbedError(f"user {user} was offboarded: the token no longer exists")
+    token = registry.token(user)
+    show = passcode.typed if typed else passcode.code
+    if not watch:
+        click.echo(show(token))
+        if token.get("pin") and not typed and sys.stderr.isatty():
+            click.echo("(CRYPTOCard: type your 4-digit PIN, then this code)", err=True)
+        return
+    width = passcode.STEP
+    while True:
+        left = passcode.seconds_left()
+        bar = "#" * left + "-" * (width - left)
+        click.echo(f"\r{show(token)}  [{bar}] {left:2d} s ", nl=False)
+        time.sleep(1 - time.time() % 1)
 
 
 @cli.command()
@@ -191,6 +232,8 @@ def build(profile: str, no_cache: bool) -> None:
     tags = images.ensure_class_images(client, load_inventory(profile).node_classes)
     for node_class, tag in tags.items():
         click.echo(f"{node_class}\t{tag}")
+
+
 
 
 def main() -> None:

@@ -39,6 +39,7 @@ class Node:
     dns_aliases: tuple[str, ...] = ()
     ssh_allow_groups: tuple[str, ...] = ()
     ssh_publish: bool = False
+    ssh_mfa: bool = False  # logins take a one-time passcode (login nodes, as at ALCF)
     ssh_port: int | None = None
     mounts: tuple[str, ...] = ()
     volumes: tuple[str, ...] = ()  # node-local directories kept on a volume of their own
@@ -82,7 +83,8 @@ class Topology:
     def common_vars(self) -> dict:
         """Cluster-wide variables (identical on every host: group_vars/all)."""
         first = self.hostvars[self.nodes[0].name]
-        return {k: first[k] for k in ("system_groups", "practice_account", "accounts")}
+        return {k: first.get(k) for k in ("system_groups", "practice_account", "accounts",
+                                          "projects", "account_policy")}
 
 
 def profile_path(profile: str) -> Path:
@@ -176,6 +178,7 @@ def _node(name: str, hv: dict) -> Node:
         dns_aliases=tuple(hv.get("dns_aliases") or ()),
         ssh_allow_groups=tuple(hv.get("ssh_allow_groups") or ()),
         ssh_publish=bool(hv.get("ssh_publish")),
+        ssh_mfa=bool(hv.get("sshd_mfa")),
         ssh_port=int(port) if port else None,
         mounts=tuple(hv.get("shared_storage_mounts") or ()),
         volumes=tuple(hv.get("node_volumes") or ()),

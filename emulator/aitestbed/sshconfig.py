@@ -1,6 +1,8 @@
 """The ssh_config users pass with `ssh -F`: one Host entry per login node.
 
-Login nodes publish sshd on 127.0.0.1 only. A round-robin name (`cerebras`)
+Login nodes publish sshd on 127.0.0.1 only and ask for a one-time passcode
+(`aitestbed passcode`); ControlMaster keeps one connection per login node, so
+later ssh, scp and rsync there need no code. A round-robin name (`cerebras`)
 goes through `aitestbed relay`, which picks one of its login nodes at random,
 as the site's DNS does.
 """
@@ -13,6 +15,9 @@ from pathlib import Path
 
 from .inventory import Topology
 from .state import ClusterRecord, ClusterState
+
+CONTROL_PERSIST = "30m"
+SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; ssh adds a random suffix while binding
 
 
 def render(state: ClusterState, record: ClusterRecord, topology: Topology) -> str:
@@ -45,21 +50,34 @@ def render(state: ClusterState, record: ClusterRecord, topology: Topology) -> st
             f"    HostKeyAlias {alias}",
             "",
         ]
+    # Login nodes ask for a one-time passcode: one authenticated connection per
+    # host and user is kept and reused, so the code is typed once per session.
     lines += [
         "Host *",
         f"    User {record.user}",
-        f"    IdentityFile {state.user_key(record.user)}",
-        "    IdentitiesOnly yes",
+        "    PreferredAuthentications keyboard-interactive",
+        "    PubkeyAuthentication no",
         f"    UserKnownHostsFile {state.login_dir / 'known_hosts'}",
         "    StrictHostKeyChecking yes",
+        "    ControlMaster auto",
+        f"    ControlPath {control_dir(state)}/cm-%C",
+        f"    ControlPersist {CONTROL_PERSIST}",
         "    LogLevel ERROR",
         "",
     ]
     return "\n".join(lines)
 
 
+def control_dir(state: ClusterState) -> Path:
+    """Where the shared connections' sockets go: private, and short enough for a socket."""
+    if len(str(state.login_dir)) + len("/cm-") + 40 < SOCKET_PATH_MAX:
+        return state.login_dir
+    return Path.home() / ".ssh"
+
+
 def write(state: ClusterState, record: ClusterRecord, topology: Topology) -> Path:
     path = state.ssh_config_path
     path.parent.mkdir(parents=True, exist_ok=True)
+    control_dir(state).mkdir(mode=0o700, parents=True, exist_ok=True)
     path.write_text(render(state, record, topology))
     return path

@@ -18,17 +18,22 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
 
-from . import kube_pki, slurmconf
+from . import accounts, kube_pki, slurmconf
 from .errors import AitestbedError
 from .inventory import Node, Topology
 from .naming import container_name
 
 DEFAULT_USER = "trainee"
+ASKPASS = """#!/bin/sh
+# What {user} types at the login nodes' Password: prompt, for ssh's SSH_ASKPASS.
+exec {python} -m aitestbed.cli --name {cluster} passcode --typed {user}
+"""
 _USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
@@ -96,8 +101,8 @@ class ClusterState:
     def inventory_path(self) -> Path:
         return self.root / "inventory.yml"
 
-    def user_key(self, user: str) -> Path:
-        return self.login_dir / f"{user}_ed25519"
+    def askpass_path(self, user: str) -> Path:
+        return self.login_dir / f"askpass-{user}"
 
     # record -------------------------------------------------------------
     def exists(self) -> bool:
@@ -126,6 +131,9 @@ class ClusterState:
         """Generate what is missing (keys) and render what derives from the inventory."""
         for d in (self.common_dir, self.login_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Users on the nodes read accounts.json (myquota, exercises); every secret
+        # below is in a 0700 directory or a 0600 file of its own.
+        self.common_dir.chmod(0o711)
         host_keys = {node.name: self._host_key(node) for node in topology.nodes}
         self._write(self.common_dir / "ssh_known_hosts",
                     "".join(f"{','.join(n.dns_names)} {host_keys[n.name]}\n"
@@ -138,18 +146,17 @@ class ClusterState:
                 names = [node.name, *(a for a in node.dns_aliases if "." not in a)]
                 lines.extend(f"{name} {host_keys[node.name]}\n" for name in names)
         self._write(self.login_dir / "known_hosts", "".join(lines))
-        accounts = self._accounts(topology, record.user)
-        self._write(self.common_dir / "accounts.json", json.dumps(accounts, indent=2) + "\n")
+        self._accounts(topology, record.user)
         for node in topology.nodes:
             self._write(self.node_dir(node.name) / "node.json", json.dumps({
                 "name": node.name, "system": node.system, "node_class": node.node_class,
                 "fqdn": node.fqdn, "ssh_allow_groups": list(node.ssh_allow_groups),
+                "ssh_mfa": node.ssh_mfa,
                 "mounts": list(node.mounts), "services": list(node.services),
                 "slurm_cluster": node.slurm_cluster,
             }, indent=2) + "\n")
         self._render_inventory(topology, record)
         self._slurm(topology)
-        self._kubernetes(topology, accounts)
 
     def _slurm(self, topology: Topology) -> None:
         """The munge key (one per cluster) and each Slurm cluster's configuration."""
@@ -187,7 +194,7 @@ class ClusterState:
                 ca.client(directory, "agent", f"wsjob-agent:{node.name}",
                           kube_pki.APPLIANCE_GROUP)
         for user in accounts["users"]:
-            if "cerebras" in user["groups"]:
+            if user["active"] and "cerebras" in user["groups"]:
                 ca.client(self.common_dir / "users" / user["name"], "kube", user["name"],
                           kube_pki.USERS_GROUP)
 
@@ -196,26 +203,48 @@ class ClusterState:
         _keygen(key, comment=f"root@{node.name}")
         return " ".join(key.with_suffix(".pub").read_text().split()[:2])
 
+    def registry(self) -> accounts.Registry:
+        return accounts.Registry(self.root / "accounts")
+
     def _accounts(self, topology: Topology, user: str) -> dict:
-        common = topology.common_vars
-        groups = [{"name": g, "gid": gid} for g, gid in common["system_groups"].items()]
-        practice = dict(common["practice_account"], name=user)
-        users = []
-        for account in [practice, *common["accounts"]]:
-            name = account["name"]
+        """Onboard the practice user and the inventory's accounts (not those offboarded)."""
+        registry = self.registry()
+        spec = account_spec(topology.common_vars, user)
+        active = [n for n in spec.accounts if registry.users.get(n, {}).get("active", True)]
+        registry.onboard(spec, active)
+        return self.publish_accounts(topology, registry, spec.system_groups)
+
+    def publish_accounts(self, topology: Topology, registry: accounts.Registry,
+                         system_groups: dict[str, int]) -> dict:
+        """Render the registry for the nodes: accounts.json, users' keys, passcode tokens.
+
+        Tokens go to the login nodes' own directories only; each user also gets an
+        askpass program on the host (what they type at `Password:`, for SSH_ASKPASS).
+        """
+        keys = {}
+        for name in registry.users:
             internal = self.common_dir / "users" / name / "id_ed25519"
             _keygen(internal, comment=f"{name}@aitestbed")
-            login = self.user_key(name)
-            _keygen(login, comment=f"{name}@{self.name}")
-            users.append({
-                "name": name,
-                "uid": account["uid"],
-                "gid": account.get("gid", account["uid"]),
-                "groups": [s for s in account.get("systems", []) if s in common["system_groups"]],
-                "shell": account.get("shell", "/bin/bash"),
-                "authorized_keys": [_pub(login), _pub(internal)],
-            })
-        return {"groups": groups, "users": users}
+            keys[name] = [_pub(internal)]
+        resolved = registry.resolved(system_groups, keys)
+        self._write(self.common_dir / "accounts.json", json.dumps(resolved, indent=2) + "\n")
+        (self.common_dir / "accounts.json").chmod(0o644)
+        active = [u["name"] for u in resolved["users"] if u["active"]]
+        tokens = {name: registry.token(name) for name in active}
+        for node in topology.nodes:
+            if node.ssh_mfa:
+                self._write(self.node_dir(node.name) / "mfa.json",
+                            json.dumps({"users": tokens}, indent=2, sort_keys=True) + "\n")
+        for name in registry.users:
+            askpass = self.askpass_path(name)
+            if name in active:
+                self._write(askpass, ASKPASS.format(python=sys.executable, cluster=self.name,
+                                                    user=name))
+                askpass.chmod(0o700)
+            else:
+                askpass.unlink(missing_ok=True)
+        self._kubernetes(topology, resolved)
+        return resolved
 
     def _render_inventory(self, topology: Topology, record: ClusterRecord) -> None:
         """The profile's inventory plus how Ansible reaches this cluster's containers."""
@@ -244,6 +273,15 @@ class ClusterState:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
         tmp.replace(path)
+
+
+def account_spec(common_vars: dict, practice_user: str) -> accounts.Spec:
+    """The inventory's accounts and projects, with the practice account first."""
+    practice = dict(common_vars["practice_account"], name=practice_user)
+    return accounts.Spec.from_vars(
+        common_vars["system_groups"],
+        [practice, *(a for a in common_vars["accounts"] or [] if a.get("name") != practice_user)],
+        common_vars.get("projects"), common_vars.get("account_policy"))
 
 
 def _keygen(path: Path, comment: str) -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +53,38 @@ class Cluster:
         return self.state.ssh_config_path
 
     def ssh(self, host: str, command: str, *extra: str, timeout: float = 60):
-        """ssh from the host, as a user does with the generated config."""
+        """ssh from the host, as a user does with the generated config (over the shared
+        connection `log_in` opened, so no passcode is asked)."""
         return subprocess.run(["ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes",
                                *extra, host, command],
                               capture_output=True, text=True, timeout=timeout, check=False)
+
+    def log_in(self, host: str, user: str | None = None, *extra: str, timeout: float = 60):
+        """Log in with the current passcode as a user types it (SSH_ASKPASS answers the
+        `Password:` prompt); the config keeps the connection for later ssh and scp."""
+        user = user or self.user
+        env = {**os.environ, "SSH_ASKPASS": str(self.state.askpass_path(user)),
+               "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"}
+        argv = ["ssh", "-F", str(self.ssh_config), "-l", user, *extra, host, "true"]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                                stdin=subprocess.DEVNULL, check=False)
+        if result.returncode == 255 and "Permission denied" in result.stderr:
+            # This step's code was used on that node already (a replay): wait for the next.
+            time.sleep(30 - time.time() % 30 + 0.5)
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                    env=env, stdin=subprocess.DEVNULL, check=False)
+        return result
+
+    def log_in_everywhere(self) -> None:
+        """A passcode login on each login node (after `up`, old connections are gone)."""
+        for host in LOGIN_NODES:
+            result = self.log_in(host)
+            assert result.returncode == 0, f"{host}: {result.stderr}"
+
+    def log_out(self, host: str, user: str | None = None) -> None:
+        """Close the shared connection to host."""
+        subprocess.run(["ssh", "-F", str(self.ssh_config), "-l", user or self.user,
+                        "-O", "exit", host], capture_output=True, check=False, timeout=30)
 
     def host(self, node: str):
         return testinfra.get_host(f"docker://{container_name(self.name, node)}")
@@ -79,8 +108,12 @@ def cluster():
     if not existing:
         c.cli("up", "--profile", "mini", timeout=1800)
     try:
+        # Each login node asks for a passcode once; later ssh reuse the connection.
+        c.log_in_everywhere()
         yield c
     finally:
+        for host in LOGIN_NODES:
+            c.log_out(host)
         if not existing:
             c.cli("destroy", check=False)
 

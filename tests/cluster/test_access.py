@@ -14,6 +14,8 @@ def test_practice_user_logs_in_with_the_generated_ssh_config(cluster, login):
 
 
 def test_round_robin_name_reaches_a_cerebras_login_node(cluster):
+    login = cluster.log_in("cerebras")
+    assert login.returncode == 0, login.stderr
     result = cluster.ssh("cerebras", "hostname")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith("cer-login-0")

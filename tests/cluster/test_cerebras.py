@@ -326,4 +326,5 @@ def test_jobs_survive_down_and_up(cluster, smoketest):
     before = {j["metadata"]["name"] for j in csctl_jobs(cluster)}
     cluster.cli("down")
     cluster.cli("up")
+    cluster.log_in_everywhere()
     assert before <= {j["metadata"]["name"] for j in csctl_jobs(cluster)}

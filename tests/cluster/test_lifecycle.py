@@ -50,6 +50,7 @@ def test_down_then_up_keeps_home_and_projects(cluster):
         host = cluster.host(node)
         assert host.file(f"/home/{user}/kept.txt").content_string == "kept\n"
         assert host.file("/projects/demo/kept.txt").content_string == "kept\n"
+    cluster.log_in_everywhere()
     assert cluster.ssh("sambanova", "cat kept.txt").stdout == "kept\n"
 
 
@@ -69,6 +70,7 @@ def test_a_taken_ssh_port_is_a_clear_error(cluster):
         squatter.close()
     cluster.cli("up")
     assert json.loads(cluster.state.record_path.read_text())["ports"]["sambanova"] == port
+    cluster.log_in_everywhere()
     for login in LOGIN_NODES:
         assert cluster.ssh(login, "true").returncode == 0
 
@@ -79,6 +81,7 @@ def test_a_second_cluster_lives_beside_the_first(cluster, tmp_path):
     other = Cluster(cluster.name + "-b", cluster.user)
     try:
         other.cli("up", "--profile", "mini", "--systems", "graphcore")
+        assert other.log_in("gc-login-01").returncode == 0
         assert other.ssh("gc-login-01", "hostname").stdout.strip() == "gc-login-01"
         assert set(other.record["ports"].values()).isdisjoint(cluster.record["ports"].values())
         assert cluster.ssh("gc-login-01", "true").returncode == 0

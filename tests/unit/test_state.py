@@ -36,7 +36,23 @@ def test_secrets_are_generated_per_cluster_and_private(isolated_state):
         key_two = (two.node_dir(node.name) / "ssh_host_ed25519_key").read_text()
         assert "PRIVATE KEY" in key_one and key_one != key_two
     assert stat.S_IMODE(one.root.stat().st_mode) == 0o700
-    assert stat.S_IMODE(one.user_key("alice").stat().st_mode) == 0o600
+    token_one = one.registry().token("alice")
+    assert token_one != two.registry().token("alice") and len(token_one["secret"]) == 40
+    assert stat.S_IMODE((one.root / "accounts" / "tokens" / "alice.json").stat().st_mode) == 0o600
+
+
+def test_passcode_tokens_go_to_login_nodes_only(isolated_state):
+    cluster, topology = _prepared()
+    secret = cluster.registry().token("alice")["secret"]
+    for node in topology.nodes:
+        mfa = cluster.node_dir(node.name) / "mfa.json"
+        assert mfa.is_file() == (node.node_class == "login"), node.name
+        if mfa.is_file():
+            assert json.loads(mfa.read_text())["users"]["alice"]["secret"] == secret
+    assert secret not in "".join(p.read_text() for p in cluster.common_dir.rglob("*.json"))
+    askpass = cluster.askpass_path("alice")
+    assert "passcode --typed alice" in askpass.read_text()
+    assert stat.S_IMODE(askpass.stat().st_mode) == 0o700
 
 
 def test_prepare_is_stable_on_a_second_run(isolated_state):
@@ -55,7 +71,8 @@ def test_accounts_give_the_practice_user_fixed_ids_and_system_groups(isolated_st
     (user,) = accounts["users"]
     assert (user["name"], user["uid"], user["gid"]) == ("alice", 10001, 10001)
     assert user["groups"] == ["cerebras", "graphcore", "sambanova"]
-    assert len(user["authorized_keys"]) == 2
+    assert len(user["authorized_keys"]) == 1
+    assert user["active"] and user["quota"] == {"bytes": 2**40, "files": 1_000_000}
     assert all(k.startswith("ssh-ed25519 ") for k in user["authorized_keys"])
 
 
@@ -95,3 +112,11 @@ def test_an_existing_cluster_keeps_its_profile_and_systems(isolated_state):
         lifecycle._record(cluster, "alcf", None, "alice")
     with pytest.raises(AitestbedError, match="created with systems all"):
         lifecycle._record(cluster, None, ["graphcore"], "alice")
+
+
+def test_users_on_the_nodes_may_read_the_accounts_but_not_the_secrets(isolated_state):
+    cluster, _ = _prepared()
+    assert stat.S_IMODE(cluster.common_dir.stat().st_mode) == 0o711
+    assert stat.S_IMODE((cluster.common_dir / "accounts.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((cluster.common_dir / "munge.key").stat().st_mode) == 0o600
+    assert stat.S_IMODE((cluster.common_dir / "users" / "alice").stat().st_mode) == 0o700

@@ -98,7 +98,7 @@ def login_node(cluster: dict, accounts: dict) -> None:
     CREDENTIALS_ROOT.mkdir(parents=True, exist_ok=True)
     for user in accounts["users"]:
         source = CLUSTER / "users" / user["name"]
-        if (source / "kube.crt").is_file():
+        if user.get("active", True) and (source / "kube.crt").is_file():
             credentials_dir(CREDENTIALS_ROOT / user["name"], cluster["server"],
                             source / "kube.crt", source / "kube.key", user["uid"], user["gid"])
 

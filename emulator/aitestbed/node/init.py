@@ -2,7 +2,8 @@
 
 Everything per class is in the image (roles applied at build). What differs per
 cluster or host is read from the state directory the CLI mounts read-only:
-  /etc/aitestbed/node/     node.json and this host's ssh host key
+  /etc/aitestbed/node/     node.json, this host's ssh host key, and on login nodes
+                           mfa.json (the users' passcode tokens)
   /etc/aitestbed/cluster/  accounts.json, ssh_known_hosts, users' cluster keys,
                            munge.key and slurm/<slurm cluster>/ (rendered configuration)
 It runs at every container start and is idempotent. The files it writes are the
@@ -25,6 +26,7 @@ READY = Path("/run/aitestbed/initialized")
 HOOKS = Path("/etc/aitestbed/init.d")
 SERVICES = "/usr/local/sbin/aitestbed-services"
 ACCESS_DROPIN = Path("/etc/ssh/sshd_config.d/50-aitestbed-access.conf")
+OATH_DIR = Path("/etc/oath/users")
 
 
 def sshd_access(allow_groups: list[str]) -> str:
@@ -72,6 +74,23 @@ def ensure_user(user: dict) -> None:
             raise SystemExit(f"aitestbed-node-init: user {name} exists with uid {current.pw_uid}, "
                              f"the inventory says {uid}")
         run("usermod", "-G", groups, "-s", user["shell"], name)
+    # An offboarded account stays (its files keep their owner) but is expired, so
+    # PAM's account check refuses every login, key or passcode.
+    run("usermod", "-e", "" if user.get("active", True) else "1", name)
+
+
+def ensure_project_dir(project: dict) -> None:
+    """/projects/<name>: the project's group shares it; new files keep the group (setgid)."""
+    path = Path("/projects") / project["name"]
+    if project.get("purged"):
+        return
+    path.mkdir(exist_ok=True)
+    try:
+        owner = pwd.getpwnam(project["pi"]).pw_uid
+    except KeyError:
+        owner = 0
+    os.chown(path, owner, project["gid"])
+    path.chmod(0o2770)
 
 
 def ensure_home(user: dict) -> None:
@@ -94,6 +113,29 @@ def ensure_home(user: dict) -> None:
     if missing or not authorized.exists():
         install_file("".join(f"{line}\n" for line in present + missing), authorized, 0o600,
                      uid, gid)
+
+
+def oath_entry(user: str, token: dict) -> str:
+    """The user's pam_oath line (kept identical to roles/sshd's enrolment)."""
+    return f"HOTP/T30/8\t{user}\t{token.get('pin', '-')}\t{token['secret']}\n"
+
+
+def enrol_passcodes(tokens: dict[str, dict]) -> None:
+    """One pam_oath file per user with a token; offboarded users' files go.
+
+    A file whose user, PIN and secret are unchanged is kept as it is: pam_oath
+    records the last code used there, which is what refuses a replay.
+    """
+    OATH_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for user, token in tokens.items():
+        path = OATH_DIR / f"{user}.oath"
+        wanted = oath_entry(user, token)
+        current = path.read_text() if path.is_file() else ""
+        if current.split("\t")[:4] != wanted.rstrip("\n").split("\t"):
+            install_file(wanted, path, 0o600)
+    for path in OATH_DIR.glob("*.oath"):
+        if path.stem not in tokens:
+            path.unlink()
 
 
 def install_munge_key() -> None:
@@ -134,6 +176,8 @@ def main() -> None:
                  Path("/etc/ssh/ssh_host_ed25519_key.pub"), 0o644)
     install_file(CLUSTER / "ssh_known_hosts", Path("/etc/ssh/ssh_known_hosts"), 0o644)
     install_file(sshd_access(node["ssh_allow_groups"]), ACCESS_DROPIN, 0o644)
+    if node.get("ssh_mfa"):
+        enrol_passcodes(json.loads((NODE / "mfa.json").read_text())["users"])
 
     if "munge" in node["services"]:
         install_munge_key()
@@ -141,11 +185,15 @@ def main() -> None:
         configure_slurm(node["slurm_cluster"])
     enable_services(node["services"])
 
-    ensure_groups(accounts["groups"])
+    projects = accounts.get("projects", [])
+    ensure_groups(accounts["groups"] + projects)
     for user in accounts["users"]:
         ensure_user(user)
-        if "/home" in node["mounts"]:
+        if "/home" in node["mounts"] and user.get("active", True):
             ensure_home(user)
+    if "/projects" in node["mounts"]:
+        for project in projects:
+            ensure_project_dir(project)
     run_hooks()
 
     READY.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,33 @@
+"""Cancel the unfinished wsjobs of the users named (offboarding), as an administrator.
+
+Run on the Cerebras management node, where root's kubectl is a cluster admin.
+Prints `cancelled <job>` for each job it cancels.
+"""
+
+import json
+import subprocess
+import sys
+
+NAMESPACE = "job-operator"
+FINISHED = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+def kubectl(*args: str) -> str:
+    return subprocess.run(["kubectl", "-n", NAMESPACE, *args], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def main() -> None:
+    users = set(sys.argv[1:])
+    for job in json.loads(kubectl("get", "wsjobs", "-o", "json"))["items"]:
+        name = job["metadata"]["name"]
+        if job["spec"].get("user") in users and \
+                job.get("status", {}).get("phase") not in FINISHED:
+            patch = {"spec": {"cancelRequested": True,
+                              "cancelReason": "the user was offboarded"}}
+            kubectl("patch", "wsjob", name, "--type=merge", "-p", json.dumps(patch))
+            print(f"cancelled {name}")
+
+
+if __name__ == "__main__":
+    main()
