@@ -10,7 +10,7 @@ NAME ?= $(or $(AITESTBED_CLUSTER),aitestbed)
 AITESTBED := $(BIN)/aitestbed --name $(NAME)
 
 .PHONY: help venv engine images cluster-up cluster-down cluster-destroy status test \
-        test-unit test-cluster lint bench lock clean
+        test-unit test-cluster lint bench lock clean rehearse
 
 help:
 	@echo "make cluster-up [PROFILE=alcf|mini] [SYSTEMS=graphcore,sambanova] [NAME=aitestbed]"
@@ -66,6 +66,12 @@ bench: venv engine
 	$(BIN)/python tests/bench/bench_graphcore.py
 	$(BIN)/python tests/bench/bench_sambanova.py
 	$(BIN)/python tests/bench/bench_cerebras.py
+	$(BIN)/python tests/bench/bench_onboarding.py
+
+# A scripted new user: onboarding and every exercise on a mini cluster of its own,
+# then a report (REHEARSE_KEEP=1 keeps the cluster).
+rehearse: venv engine
+	$(BIN)/python -m aitestbed.exercises.rehearse
 
 lock:
 	rm -rf build/lockvenv && $(PYTHON) -m venv build/lockvenv

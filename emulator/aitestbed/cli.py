@@ -181,6 +181,29 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     sys.exit(result.returncode)
 
 
+@cli.command()
+@click.argument("hosts", nargs=-1)
+@click.option("--user", "-u", default=None, help="Log in as this user (default: the practice "
+              "user).")
+@click.pass_context
+def login(ctx: click.Context, hosts: tuple[str, ...], user: str | None) -> None:
+    """Log in to login nodes once, typing the current passcode, for scripts and CI.
+
+    The connections stay open (ControlMaster), so later `ssh -F <config> HOST`,
+    scp and rsync there ask nothing. Default: every login node.
+    """
+    state = _state(ctx)
+    record = state.load()
+    user = user or record.user
+    if user not in state.registry().users:
+        raise AitestbedError(f"unknown user {user!r} in cluster {state.name!r}")
+    for host in hosts or sorted(record.ports):
+        result = sshconfig.log_in(state, host, user)
+        if result.returncode:
+            raise AitestbedError(f"{user}@{host}: {result.stderr.strip() or 'login failed'}")
+        click.echo(f"{user}@{host}: logged in", err=True)
+
+
 @cli.command("passcode")
 @click.argument("user", required=False)
 @click.option("--watch", "-w", is_flag=True,

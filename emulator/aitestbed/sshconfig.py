@@ -9,10 +9,14 @@ as the site's DNS does.
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+from . import passcode
 from .inventory import Topology
 from .state import ClusterRecord, ClusterState
 
@@ -73,6 +77,25 @@ def control_dir(state: ClusterState) -> Path:
     if len(str(state.login_dir)) + len("/cm-") + 40 < SOCKET_PATH_MAX:
         return state.login_dir
     return Path.home() / ".ssh"
+
+
+def log_in(state: ClusterState, host: str, user: str) -> subprocess.CompletedProcess:
+    """Open the shared connection to a login node, typing the user's current passcode.
+
+    pam_oath takes a code once: when this step's code was already used there,
+    try again with the next step's.
+    """
+    env = {**os.environ, "SSH_ASKPASS": str(state.askpass_path(user)),
+           "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": os.environ.get("DISPLAY", ":0")}
+    argv = ["ssh", "-F", str(state.ssh_config_path), "-o", "NumberOfPasswordPrompts=1",
+            "-l", user, host, "true"]
+    for attempt in range(2):
+        result = subprocess.run(argv, capture_output=True, text=True, env=env,
+                                stdin=subprocess.DEVNULL, timeout=120, check=False)
+        if result.returncode == 0 or "Permission denied" not in result.stderr or attempt:
+            return result
+        time.sleep(passcode.seconds_left() + 0.5)
+    raise AssertionError("unreachable")
 
 
 def write(state: ClusterState, record: ClusterRecord, topology: Topology) -> Path:

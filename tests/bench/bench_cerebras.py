@@ -101,6 +101,7 @@ def on_login(name: str, script: str, shell: str = "bash") -> str:
 def main() -> None:
     name = f"bench-cer-{uuid.uuid4().hex[:6]}"
     cli(name, "up", "--profile", "mini", "--systems", "cerebras")
+    cli(name, "login")  # the passcode once per login node
     try:
         on_login(name, SETUP)
         run = on_login(name, RUN)

@@ -71,6 +71,7 @@ def figure(pattern: str, text: str) -> str:
 def main() -> None:
     name = f"bench-gc-{uuid.uuid4().hex[:6]}"
     cli(name, "up", "--profile", "mini", "--systems", "graphcore")
+    cli(name, "login")  # the passcode once per login node
     try:
         on_poplar(name, SETUP)
         imports = sorted(float(x) for x in on_poplar(name, IMPORT).split())

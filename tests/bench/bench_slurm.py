@@ -34,6 +34,7 @@ def cli(name: str, *args: str) -> None:
 def main() -> None:
     name = f"bench-slurm-{uuid.uuid4().hex[:6]}"
     cli(name, "up", "--profile", "alcf", "--systems", "graphcore")
+    cli(name, "login")  # the passcode once per login node
     try:
         ssh = ["ssh", "-F", str(ClusterState(name).ssh_config_path), "-o", "BatchMode=yes",
                "gc-login-01"]

@@ -230,3 +230,15 @@ def fresh_code_or_none(cluster, user: str):
         assert "was offboarded" in result.stderr
         return None
     return result.stdout.strip()
+
+
+def test_offboarding_can_archive_the_home(cluster, people, onboarded):
+    sambanova = cluster.host("sambanova")
+    sambanova.run("runuser -u carol -- sh -c 'echo results > /home/carol/results.txt'")
+    result = playbook(cluster, people, "offboard-user", "-e", "user=carol",
+                      "-e", '{"account_policy": {"offboard_home": "archive"}}')
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert not sambanova.file("/home/carol").exists
+    listing = sambanova.run("tar -tzf /home/.offboarded/carol.tar.gz")
+    assert "carol/results.txt" in listing.stdout
+    assert sambanova.file("/home/.offboarded").mode == 0o700

@@ -30,3 +30,20 @@ def test_ssh_config_has_a_host_entry_per_login_node_on_loopback():
     assert "aitestbed.relay 22001 22002 22003" in rr
     assert "User alice" in text and "StrictHostKeyChecking yes" in text
     assert "gc-poplar" not in text
+
+
+def test_ssh_config_asks_the_passcode_once_per_login_node(isolated_state):
+    topology = inventory.load("mini")
+    cluster = state.ClusterState("p")
+    record = state.ClusterRecord("p", "mini", "", None, "alice", {"gc-login-01": 22001})
+    text = sshconfig.render(cluster, record, topology)
+    assert "PreferredAuthentications keyboard-interactive" in text
+    assert "ControlMaster auto" in text and "ControlPersist 30m" in text
+    socket_dir = text.split("ControlPath ")[1].split("/cm-%C")[0]
+    assert len(socket_dir) + len("/cm-") + 40 + 17 < 108  # ssh's temporary socket name fits
+    assert "IdentityFile" not in text
+
+
+def test_long_state_paths_put_the_sockets_in_dot_ssh(isolated_state):
+    cluster = state.ClusterState("x" * 40)
+    assert sshconfig.control_dir(cluster) != cluster.login_dir
