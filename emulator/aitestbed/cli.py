@@ -13,6 +13,7 @@ from docker.errors import DockerException
 from . import images, lifecycle, passcode, sshconfig
 from .engine import connect
 from .errors import AitestbedError
+from .exercises.cli import exercise
 from .health import probe_all, wait_ready
 from .inventory import load as load_inventory
 from .inventory import parse_systems
@@ -257,6 +258,7 @@ def build(profile: str, no_cache: bool) -> None:
         click.echo(f"{node_class}\t{tag}")
 
 
+cli.add_command(exercise)
 
 
 def main() -> None:

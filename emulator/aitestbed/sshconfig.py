@@ -21,7 +21,8 @@ from .inventory import Topology
 from .state import ClusterRecord, ClusterState
 
 CONTROL_PERSIST = "30m"
-SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; ssh adds a random suffix while binding
+SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with the final NUL
+SOCKET_BIND_SUFFIX = 17  # ssh binds "<ControlPath>.<16 random characters>" first
 
 
 def render(state: ClusterState, record: ClusterRecord, topology: Topology) -> str:
@@ -74,7 +75,7 @@ def render(state: ClusterState, record: ClusterRecord, topology: Topology) -> st
 
 def control_dir(state: ClusterState) -> Path:
     """Where the shared connections' sockets go: private, and short enough for a socket."""
-    if len(str(state.login_dir)) + len("/cm-") + 40 < SOCKET_PATH_MAX:
+    if len(str(state.login_dir)) + len("/cm-") + 40 + SOCKET_BIND_SUFFIX <= SOCKET_PATH_MAX:
         return state.login_dir
     return Path.home() / ".ssh"
 

@@ -44,6 +44,11 @@ def test_ssh_config_asks_the_passcode_once_per_login_node(isolated_state):
     assert "IdentityFile" not in text
 
 
-def test_long_state_paths_put_the_sockets_in_dot_ssh(isolated_state):
-    cluster = state.ClusterState("x" * 40)
-    assert sshconfig.control_dir(cluster) != cluster.login_dir
+@pytest.mark.parametrize("name", ["ci-abc123", "rehearse-81f078", "x" * 40])
+def test_the_shared_connections_socket_path_always_fits(name, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", "/root/.local/state")
+    cluster = state.ClusterState(name)
+    binding = f"{sshconfig.control_dir(cluster)}/cm-{'0' * 40}.{'x' * 16}"
+    assert len(binding) <= 107
+    if name.startswith("ci-"):
+        assert sshconfig.control_dir(cluster) == cluster.login_dir

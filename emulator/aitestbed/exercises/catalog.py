@@ -1,0 +1,186 @@
+"""The exercises: the user guide's first workflows, each with its steps and its check.
+
+Steps are the seeds' commands as a learner types them; {placeholders} are this
+cluster's names (see `placeholders`). Each exercise's check lives in checks.py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import checks
+from .checks import Context, Criterion
+
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str
+    title: str
+    system: str  # cerebras, graphcore, sambanova, or all
+    steps: tuple[str, ...]
+    check: Callable[[Context], list[Criterion]]
+
+
+CS_RUN = ("python run.py CSX --job_labels name={label} --params configs/params.yaml "
+          "--num_csx=1 --mode train --model_dir $MODEL_DIR --mount_dirs /home/ /software "
+          "--python_paths /home/$(whoami)/R_2.1.1/modelzoo --compile_dir /$(whoami)")
+GC_WHEEL = "poptorch-3.3.0+113432_960e9c294b_ubuntu_20_04-cp311-cp311-linux_x86_64.whl"
+LENET_SCRIPT = ("cat > submit-lenet-job.sh <<'EOF'\n#!/bin/sh\n\n"
+                "python lenet.py compile -b=1 --pef-name=\"lenet\" --output-folder=\"pef\"\n"
+                "python lenet.py run --pef=\"pef/lenet/lenet.pef\"\nEOF")
+MNIST_SCRIPT = ("cat > submit-mnist-poptorch-job.sh <<'EOF'\n#!/bin/sh\n\n"
+                "python mnist_poptorch.py\nEOF")
+
+EXERCISES: tuple[Exercise, ...] = (
+    Exercise("first-login", "First login with a one-time passcode (MFA)", ALL, (
+        "Get your passcode, as MobilePASS+ would show it: aitestbed --name {cluster} passcode "
+        "{user}   (one code per login; a new one every 30 s)",
+        "ssh -F {ssh_config} {login}   and type the code at Password:",
+        "Look around: hostname; id; ls /software; then exit",
+    ), checks.first_login),
+    Exercise("cerebras-setup", "Cerebras: PyTorch venv and the modelzoo", "cerebras", (
+        "ssh -F {ssh_config} {cer_login}",
+        "chmod a+xr ~/",
+        "mkdir ~/R_2.1.1 && chmod a+x ~/R_2.1.1/ && cd ~/R_2.1.1",
+        "/software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt",
+        "source venv_cerebras_pt/bin/activate",
+        "pip install --upgrade pip",
+        "pip install cerebras_pytorch==2.1.1",
+        "git clone https://github.com/Cerebras/modelzoo.git",
+        "cd modelzoo && git tag && git checkout Release_2.1.1",
+        "pip install -r requirements.txt",
+    ), checks.cerebras_setup),
+    Exercise("cerebras-fc-mnist", "Cerebras: train fc_mnist on the CS-2 with run.py CSX",
+             "cerebras", (
+        "ssh -F {ssh_config} {cer_login}   (do cerebras-setup first)",
+        "source ~/R_2.1.1/venv_cerebras_pt/bin/activate",
+        "cd {fc_mnist}",
+        "In configs/params.yaml set data_dir to "
+        "\"/software/cerebras/dataset/fc_mnist/data/mnist/train\" (train_input and eval_input)",
+        "export MODEL_DIR=model_dir",
+        "if [ -d \"$MODEL_DIR\" ]; then rm -Rf $MODEL_DIR; fi",
+        CS_RUN.format(label="pt_smoketest") + " |& tee mytest.log",
+        "csctl get jobs   (from another terminal while it runs: your compile, then execute job)",
+    ), checks.cerebras_fc_mnist),
+    Exercise("cerebras-cancel", "Cerebras: find your job with csctl and cancel it", "cerebras", (
+        "ssh -F {ssh_config} {cer_login}   (do cerebras-fc-mnist first)",
+        "source ~/R_2.1.1/venv_cerebras_pt/bin/activate && cd {fc_mnist}",
+        "export MODEL_DIR=model_cancel && rm -rf $MODEL_DIR",
+        "Start a run in the background; AITESTBED_TIME_SCALE=1 makes the emulator take the real "
+        "system's time, so there is time to cancel it:",
+        "AITESTBED_TIME_SCALE=1 nohup " + CS_RUN.format(label="cancel_me") + " > cancel_me.log "
+        "2>&1 &",
+        "csctl get jobs   (note the NAME of your job, wsjob-...)",
+        "csctl cancel job <NAME>   (Job canceled successfully)",
+        "tail cancel_me.log   (the run reports that it was canceled)",
+    ), checks.cerebras_cancel),
+    Exercise("graphcore-login", "Graphcore: the two-step login to an IPU host", "graphcore", (
+        "ssh -F {ssh_config} {gc_login}",
+        "ssh {gc_node}   (from {gc_login}; gc-poplar-01 is not open to users)",
+        "popc --version   (the default Poplar SDK is enabled at login)",
+    ), checks.graphcore_login),
+    Exercise("graphcore-setup", "Graphcore: Poplar SDK, PopTorch venv and the examples",
+             "graphcore", (
+        "On {gc_node} (graphcore-login):",
+        "mkdir -p ~/venvs/graphcore",
+        "virtualenv ~/venvs/graphcore/poptorch33_env",
+        "source ~/venvs/graphcore/poptorch33_env/bin/activate",
+        "POPLAR_SDK_ROOT=/software/graphcore/poplar_sdk/3.3.0",
+        "export POPLAR_SDK_ROOT=$POPLAR_SDK_ROOT",
+        "pip install $POPLAR_SDK_ROOT/" + GC_WHEEL + "   (the guide's cp38 wheel is for the "
+        "real system's Python 3.8; these nodes have Python 3.11)",
+        "mkdir ~/graphcore && cd ~/graphcore",
+        "git clone https://github.com/graphcore/examples.git",
+        "cd examples && git tag && git checkout v3.3.0",
+    ), checks.graphcore_setup),
+    Exercise("graphcore-mnist", "Graphcore: MNIST on one IPU with srun", "graphcore", (
+        "On {gc_node}, with the venv active (graphcore-setup):",
+        "mkdir -p ~/tmp && export POPTORCH_CACHE_DIR=~/tmp",
+        "cd {mnist}",
+        "srun --ipus=1 python mnist_poptorch.py   (--epochs 1 for a shorter run)",
+    ), checks.graphcore_mnist),
+    Exercise("graphcore-sbatch", "Graphcore: MNIST as a batch job with an output file",
+             "graphcore", (
+        "On {gc_node}, with the venv active and POPTORCH_CACHE_DIR=~/tmp exported:",
+        "cd {mnist}",
+        MNIST_SCRIPT,
+        "sbatch --ipus=1 --output=mnist-poptorch-output.log submit-mnist-poptorch-job.sh",
+        "squeue   (until your job is gone)",
+        "cat mnist-poptorch-output.log",
+    ), checks.graphcore_sbatch),
+    Exercise("sambanova-lenet", "SambaNova: LeNet compile, run and test with srun", "sambanova", (
+        "ssh -F {ssh_config} {sn_login}, then ssh {sn_node} (SambaFlow is set up at login)",
+        "cd ~/ && mkdir apps && cp -r /opt/sambaflow/apps/starters apps/starters",
+        "cd ~/apps/starters/lenet",
+        "source /opt/sambaflow/apps/starters/lenet/venv/bin/activate",
+        "srun python lenet.py compile -b=1 --pef-name=\"lenet\" --output-folder=\"pef\"",
+        "srun python lenet.py run --pef=\"pef/lenet/lenet.pef\"",
+        "srun python lenet.py test --pef=\"pef/lenet/lenet.pef\"",
+    ), checks.sambanova_lenet),
+    Exercise("sambanova-sbatch", "SambaNova: LeNet as a batch job on two RDUs", "sambanova", (
+        "On {sn_node}, with the LeNet venv active (sambanova-lenet):",
+        "cd ~/apps/starters/lenet",
+        LENET_SCRIPT,
+        "sbatch --gres=rdu:2 --output=pef/lenet/output.log submit-lenet-job.sh",
+        "squeue   (until your job is gone)",
+        "cat pef/lenet/output.log",
+    ), checks.sambanova_sbatch),
+    Exercise("data-transfer", "Data transfer: copy a file to the testbed with scp", ALL, (
+        "`start` wrote {payload} on this machine for you.",
+        "scp -F {ssh_config} {payload} {login}:~/",
+        "ssh -F {ssh_config} {login} cat {payload_name}   (/home is shared by every node)",
+    ), checks.data_transfer),
+    Exercise("port-forwarding", "Port forwarding to a SambaNova node, as for TensorBoard",
+             "sambanova", (
+        "TensorBoard is not part of this emulated stack: a small web server on port "
+        f"{checks.SERVER_PORT} plays it.",
+        f"ssh -F {{ssh_config}} -N -f -L localhost:{checks.LOCAL_PORT}:localhost:"
+        f"{checks.LOCAL_PORT} {{sn_login}}",
+        "ssh -F {ssh_config} {sn_login}",
+        f"ssh -N -f -L localhost:{checks.LOCAL_PORT}:localhost:{checks.SERVER_PORT} {{sn_node}}",
+        "ssh {sn_node}",
+        f"cd ~ && python3 -m http.server {checks.SERVER_PORT}   (in place of: tensorboard "
+        f"--logdir /logs --port {checks.SERVER_PORT})",
+        f"On this machine, browse or curl http://localhost:{checks.LOCAL_PORT}",
+    ), checks.port_forwarding),
+)
+
+
+def by_name(name: str) -> Exercise | None:
+    return next((e for e in EXERCISES if e.name == name), None)
+
+
+def available(systems: list[str]) -> list[Exercise]:
+    """The exercises a cluster with these systems can do."""
+    return [e for e in EXERCISES if e.system == ALL or e.system in systems]
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def fill(text: str, values: dict[str, str]) -> str:
+    """Put this cluster's names in; unknown {words} (shell, job output) stay as they are."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def placeholders(cluster: str, user: str, ssh_config: str, nodes: checks.Nodes,
+                 payload: str = "") -> dict[str, str]:
+    def one(group: dict[str, list[str]], system: str) -> str:
+        return checks.first(group, system) or f"<{system} node>"
+
+    login = next((n for names in nodes.login.values() for n in names), "<login node>")
+    return {
+        "cluster": cluster, "user": user, "ssh_config": ssh_config, "login": login,
+        "cer_login": one(nodes.login, "cerebras"), "gc_login": one(nodes.login, "graphcore"),
+        "sn_login": one(nodes.login, "sambanova"), "gc_node": one(nodes.hop, "graphcore"),
+        # The guide's examples use the SN30 nodes (sn30-r1-h1) where there are some.
+        "sn_node": next((n for n in nodes.hop.get("sambanova", []) if n.startswith("sn30")),
+                        one(nodes.hop, "sambanova")),
+        "fc_mnist": checks.FC_MNIST,
+        "mnist": checks.MNIST_DIR, "payload": payload or "<run start first>",
+        "payload_name": payload.rsplit("/", 1)[-1] if payload else "<file>",
+    }

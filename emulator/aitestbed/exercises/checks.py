@@ -1,0 +1,472 @@
+"""What each exercise's `check` looks at: the cluster's real state, read through a probe.
+
+Evidence is what a learner leaves by doing the exercise: sshd's log of their
+logins, Slurm's job completion records, the WSJobs of the Cerebras appliance,
+files and venvs in their home. Each criterion says whether it is done and, if
+not, the next command from the guide (a hint with {placeholders} the catalog
+fills in for this cluster and user).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .probe import Probe
+
+SSHD_LOG = "/var/log/sshd.log"
+JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"
+HTTP_TIMEOUT = 5.0
+
+
+@dataclass
+class Criterion:
+    """One thing the exercise asks for, done or not, with the next step when not."""
+
+    text: str
+    done: bool
+    hint: str = ""
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """The cluster's nodes, by the role they play for a learner."""
+
+    login: dict[str, list[str]]  # system -> login nodes
+    hop: dict[str, list[str]]  # system -> compute nodes users may ssh to from a login node
+    controllers: dict[str, list[str]]  # system -> Slurm controllers
+    management: list[str]  # Cerebras appliance nodes with an admin kubeconfig
+    mfa: frozenset[str] = frozenset()  # login nodes that ask for a passcode
+
+
+@dataclass
+class Context:
+    """Who is checked, on which cluster, and how to reach it."""
+
+    probe: Probe
+    user: str
+    uid: int
+    nodes: Nodes
+    payload: str | None = None  # the token `start data-transfer` wrote
+    payload_name: str = ""
+    http_get: Callable[[str], str | None] = field(default=lambda url: http_get(url))
+
+    @property
+    def home(self) -> str:
+        return f"/home/{self.user}"
+
+    def as_user(self, node: str, command: str) -> tuple[int, str]:
+        return self.probe.run(node, command, user=self.user)
+
+    def as_root(self, node: str, command: str) -> tuple[int, str]:
+        return self.probe.run(node, command)
+
+
+def http_get(url: str) -> str | None:
+    """The body at url from this machine, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT) as response:  # noqa: S310 - local
+            return response.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+# evidence -------------------------------------------------------------------
+def accepted_logins(ctx: Context, nodes: list[str], method: str | None = None) -> list[str]:
+    """The nodes whose sshd accepted a login of the user (by `method`, else the node's own)."""
+    found = []
+    for node in nodes:
+        how = method or ("keyboard-interactive/pam" if node in ctx.nodes.mfa else "publickey")
+        pattern = f"Accepted {how} for {ctx.user} from "
+        rc, _ = ctx.as_root(node, f"grep -qF -- {shlex.quote(pattern)} {SSHD_LOG}")
+        if rc == 0:
+            found.append(node)
+    return found
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One line of Slurm's job completion log (jobcomp/filetxt).
+
+    Without slurmdbd Slurm cannot track GRES as TRES, so the line does not say how
+    many IPUs or RDUs the job held. A Graphcore job that completes had its IPUs
+    (poptorch fails without one); a SambaNova job always holds at least one RDU.
+    """
+
+    fields: dict[str, str]
+
+    @property
+    def job_id(self) -> str:
+        return self.fields.get("JobId", "")
+
+    @property
+    def name(self) -> str:
+        return self.fields.get("Name", "")
+
+    @property
+    def state(self) -> str:
+        return self.fields.get("JobState", "")
+
+    @property
+    def workdir(self) -> str:
+        return self.fields.get("WorkDir", "")
+
+    @property
+    def end(self) -> str:
+        return self.fields.get("EndTime", "")
+
+    def describe(self) -> str:
+        return f"job {self.job_id} ({self.name}) {self.state}"
+
+
+_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+def parse_jobcomp(text: str) -> list[SlurmJob]:
+    return [SlurmJob(dict(_FIELD.findall(line))) for line in text.splitlines() if "JobId=" in line]
+
+
+def slurm_jobs(ctx: Context, system: str) -> list[SlurmJob]:
+    """The user's finished jobs on a system's Slurm clusters, in the order they ended."""
+    owner = f"{ctx.user}({ctx.uid})"
+    jobs = []
+    for node in ctx.nodes.controllers.get(system, []):
+        _, out = ctx.as_root(node, f"cat {JOBCOMP_LOG} 2>/dev/null")
+        jobs += [j for j in parse_jobcomp(out) if j.fields.get("UserId") == owner]
+    return sorted(jobs, key=lambda j: j.end)
+
+
+def wsjobs(ctx: Context) -> list[dict]:
+    """The user's WSJobs on the Cerebras appliance, oldest first."""
+    for node in ctx.nodes.management:
+        rc, out = ctx.as_root(node, "kubectl get wsjobs -n job-operator -o json")
+        if rc == 0:
+            items = json.loads(out).get("items", [])
+            mine = [j for j in items
+                    if (j.get("spec", {}).get("user") or {}).get("username") == ctx.user]
+            return sorted(mine, key=lambda j: j["metadata"].get("creationTimestamp", ""))
+    return []
+
+
+def last_state(jobs: list, what: str) -> str:
+    """A note on the latest attempt, for a hint: what went wrong last time."""
+    return f" (your last {what} ended {jobs[-1]})" if jobs else ""
+
+
+def in_home(ctx: Context, node: str, test: str) -> bool:
+    """`test` (a shell condition, paths relative to the home) holds, as the user."""
+    return ctx.as_user(node, f"cd ~ && {test}")[0] == 0
+
+
+def release_of(version: str) -> str:
+    """2.1.1 of `2.1.1` or of a wheel's local version `2.1.1+1cf4d0632b`."""
+    return version.split("+", 1)[0]
+
+
+def package_version(ctx: Context, node: str, venv: str, package: str) -> str:
+    rc, out = ctx.as_user(node, f"{venv}/bin/python -c 'import importlib.metadata as m; "
+                                f"print(m.version(\"{package}\"))' 2>/dev/null")
+    return out.strip() if rc == 0 else ""
+
+
+def git_at(ctx: Context, node: str, repo: str, tag: str) -> tuple[bool, bool]:
+    """(is a clone, HEAD is the tag's commit)."""
+    if ctx.as_user(node, f"test -d {repo}/.git")[0] != 0:
+        return False, False
+    rc, out = ctx.as_user(node, f"cd {repo} && git rev-parse HEAD \"{tag}^{{commit}}\" "
+                                "2>/dev/null")
+    heads = out.split()
+    return True, rc == 0 and len(heads) == 2 and heads[0] == heads[1]
+
+
+def first(nodes: dict[str, list[str]], system: str) -> str:
+    return (nodes.get(system) or [""])[0]
+
+
+# first login ----------------------------------------------------------------
+def first_login(ctx: Context) -> list[Criterion]:
+    logins = [n for nodes in ctx.nodes.login.values() for n in nodes]
+    found = accepted_logins(ctx, logins)
+    return [Criterion(
+        "logged in to a login node over ssh (with a passcode where the node asks for one)",
+        bool(found),
+        "get your code with `aitestbed --name {cluster} passcode {user}` (it plays "
+        "MobilePASS+), then `ssh -F {ssh_config} {login}` and type it at Password:",
+        f"sshd on {', '.join(found)} accepted you" if found else "")]
+
+
+# Cerebras -------------------------------------------------------------------
+CS_RELEASE = "R_2.1.1"
+CS_VENV = f"~/{CS_RELEASE}/venv_cerebras_pt"
+CS_MODELZOO = f"~/{CS_RELEASE}/modelzoo"
+FC_MNIST = f"{CS_MODELZOO}/modelzoo/fc_mnist/pytorch"
+CS_DATASET = "/software/cerebras/dataset/fc_mnist/data/mnist/train"
+
+
+def cerebras_setup(ctx: Context) -> list[Criterion]:
+    node = first(ctx.nodes.login, "cerebras")
+    rc, mode = ctx.as_user(node, "stat -c %a ~")
+    navigable = rc == 0 and len(mode.strip()) >= 3 and int(mode.strip()[-1]) & 5 == 5
+    venv = in_home(ctx, node, f"test -x {CS_VENV}/bin/python -a -f {CS_VENV}/pyvenv.cfg")
+    version = package_version(ctx, node, CS_VENV, "cerebras_pytorch") if venv else ""
+    cloned, at_release = git_at(ctx, node, CS_MODELZOO, "Release_2.1.1")
+    return [
+        Criterion("home directory navigable by the appliance", navigable, "chmod a+xr ~/",
+                  f"mode {mode.strip()}" if rc == 0 else ""),
+        Criterion(f"a venv at {CS_VENV}", venv,
+                  f"mkdir -p ~/{CS_RELEASE} && cd ~/{CS_RELEASE} && "
+                  "/software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt"),
+        Criterion("cerebras_pytorch 2.1.1 installed in it", release_of(version) == "2.1.1",
+                  f"source {CS_VENV}/bin/activate && pip install cerebras_pytorch==2.1.1"
+                  + (f" (found {version})" if version else ""),
+                  f"cerebras_pytorch {version}" if version else ""),
+        Criterion(f"the modelzoo cloned at {CS_MODELZOO}", cloned,
+                  f"cd ~/{CS_RELEASE} && git clone https://github.com/Cerebras/modelzoo.git"),
+        Criterion("the modelzoo checked out at Release_2.1.1", at_release,
+                  f"cd {CS_MODELZOO} && git checkout Release_2.1.1 && "
+                  "pip install -r requirements.txt"),
+    ]
+
+
+def _jobs_of_type(jobs: list[dict], job_type: str) -> list[dict]:
+    return [j for j in jobs if j.get("spec", {}).get("jobType") == job_type]
+
+
+def _phase(job: dict) -> str:
+    return (job.get("status") or {}).get("phase", "QUEUEING")
+
+
+def cerebras_fc_mnist(ctx: Context) -> list[Criterion]:
+    node = first(ctx.nodes.login, "cerebras")
+    dataset = in_home(ctx, node, f"grep -q {CS_DATASET} {FC_MNIST}/configs/params.yaml")
+    jobs = wsjobs(ctx)
+    criteria = [Criterion(
+        "configs/params.yaml reads the MNIST data set from /software", dataset,
+        f"cd {FC_MNIST} and set train_input and eval_input data_dir to "
+        f"\"{CS_DATASET}\" in configs/params.yaml")]
+    run = ("cd {fc_mnist} && export MODEL_DIR=model_dir && python run.py CSX --job_labels "
+           "name=pt_smoketest --params configs/params.yaml --num_csx=1 --mode train "
+           "--model_dir $MODEL_DIR --mount_dirs /home/ /software --python_paths "
+           "/home/$(whoami)/R_2.1.1/modelzoo --compile_dir /$(whoami) |& tee mytest.log")
+    for job_type, text in (("compile", "the model compiled on the appliance (a compile WSJob "
+                                       "SUCCEEDED)"),
+                           ("execute", "the model trained on a CS-2 (an execute WSJob "
+                                       "SUCCEEDED)")):
+        mine = _jobs_of_type(jobs, job_type)
+        done = [j for j in mine if _phase(j) == "SUCCEEDED"]
+        last = [f"{_phase(j)}: {(j.get('status') or {}).get('message', '')}".rstrip(": ")
+                for j in mine[-1:]]
+        criteria.append(Criterion(
+            text, bool(done),
+            f"source {CS_VENV}/bin/activate && {run}" + last_state(last, f"{job_type} job"),
+            done[-1]["metadata"]["name"] if done else ""))
+    return criteria
+
+
+def cerebras_cancel(ctx: Context) -> list[Criterion]:
+    jobs = wsjobs(ctx)
+    mine = [j for j in jobs if _phase(j) == "CANCELLED"
+            and j["spec"].get("cancelReason") == f"canceled by {ctx.user}"]
+    return [Criterion(
+        "cancelled one of your jobs with csctl while it was queued or running", bool(mine),
+        "start a run in the background (add `AITESTBED_TIME_SCALE=1` before python to run at "
+        "the real system's pace), list it with `csctl get jobs`, then "
+        "`csctl cancel job <NAME>`",
+        f"{mine[-1]['metadata']['name']} CANCELLED" if mine else "")]
+
+
+# Graphcore ------------------------------------------------------------------
+GC_VENV = "~/venvs/graphcore/poptorch33_env"
+GC_EXAMPLES = "~/graphcore/examples"
+MNIST_DIR = f"{GC_EXAMPLES}/tutorials/simple_applications/pytorch/mnist"
+MNIST_WORKDIR = "/tutorials/simple_applications/pytorch/mnist"
+POPTORCH_WHEEL = "$POPLAR_SDK_ROOT/poptorch-3.3.0+*.whl"
+
+
+def graphcore_login(ctx: Context) -> list[Criterion]:
+    logins = accepted_logins(ctx, ctx.nodes.login.get("graphcore", []))
+    hops = accepted_logins(ctx, ctx.nodes.hop.get("graphcore", []), "publickey")
+    return [
+        Criterion("logged in to the Graphcore login node", bool(logins),
+                  "ssh -F {ssh_config} {gc_login}",
+                  f"sshd on {', '.join(logins)}" if logins else ""),
+        Criterion("went on from there to an IPU host (the second step)", bool(hops),
+                  "on {gc_login}: ssh {gc_node}",
+                  f"sshd on {', '.join(hops)}" if hops else ""),
+    ]
+
+
+def graphcore_setup(ctx: Context) -> list[Criterion]:
+    node = first(ctx.nodes.hop, "graphcore") or first(ctx.nodes.login, "graphcore")
+    venv = in_home(ctx, node, f"test -x {GC_VENV}/bin/python")
+    version = package_version(ctx, node, GC_VENV, "poptorch") if venv else ""
+    cloned, at_tag = git_at(ctx, node, GC_EXAMPLES, "v3.3.0")
+    return [
+        Criterion(f"a venv at {GC_VENV}", venv,
+                  f"mkdir -p ~/venvs/graphcore && virtualenv {GC_VENV}"),
+        Criterion("the Poplar SDK 3.3.0's poptorch wheel installed in it",
+                  release_of(version) == "3.3.0",
+                  f"source {GC_VENV}/bin/activate && POPLAR_SDK_ROOT="
+                  f"/software/graphcore/poplar_sdk/3.3.0 && pip install {POPTORCH_WHEEL}"
+                  + (f" (found poptorch {version})" if version else ""),
+                  f"poptorch {version}" if version else ""),
+        Criterion(f"the examples cloned at {GC_EXAMPLES}", cloned,
+                  "mkdir -p ~/graphcore && cd ~/graphcore && "
+                  "git clone https://github.com/graphcore/examples.git"),
+        Criterion("the examples checked out at v3.3.0", at_tag,
+                  f"cd {GC_EXAMPLES} && git checkout v3.3.0"),
+    ]
+
+
+def _mnist_jobs(ctx: Context) -> list[SlurmJob]:
+    return [j for j in slurm_jobs(ctx, "graphcore") if j.workdir.endswith(MNIST_WORKDIR)]
+
+
+def graphcore_mnist(ctx: Context) -> list[Criterion]:
+    jobs = [j for j in _mnist_jobs(ctx) if j.name.startswith("python")]
+    done = [j for j in jobs if j.state == "COMPLETED"]
+    node = first(ctx.nodes.hop, "graphcore") or first(ctx.nodes.login, "graphcore")
+    cached = in_home(ctx, node, "ls ~/tmp/*.popef >/dev/null 2>&1")
+    return [
+        Criterion("mnist_poptorch.py ran to the end under srun, on an IPU", bool(done),
+                  f"source {GC_VENV}/bin/activate && cd {MNIST_DIR} && "
+                  "srun --ipus=1 python mnist_poptorch.py"
+                  + last_state([j.describe() for j in jobs], "srun job there"),
+                  done[-1].describe() if done else ""),
+        Criterion("its compiled graph kept in the executable cache ~/tmp", cached,
+                  "mkdir -p ~/tmp && export POPTORCH_CACHE_DIR=~/tmp, then run it again"),
+    ]
+
+
+def graphcore_sbatch(ctx: Context) -> list[Criterion]:
+    jobs = [j for j in _mnist_jobs(ctx) if j.name == "submit-mnist-poptorch-job.sh"]
+    done = [j for j in jobs if j.state == "COMPLETED"]
+    node = first(ctx.nodes.hop, "graphcore") or first(ctx.nodes.login, "graphcore")
+    output = in_home(ctx, node, f"grep -q 'Accuracy on test set:' "
+                                f"{MNIST_DIR}/mnist-poptorch-output.log")
+    return [
+        Criterion("submit-mnist-poptorch-job.sh ran to the end as a batch job on an IPU",
+                  bool(done),
+                  f"cd {MNIST_DIR}, write submit-mnist-poptorch-job.sh (#!/bin/sh, then "
+                  "python mnist_poptorch.py) and `sbatch --ipus=1 "
+                  "--output=mnist-poptorch-output.log submit-mnist-poptorch-job.sh`"
+                  + last_state([j.describe() for j in jobs], "batch job"),
+                  done[-1].describe() if done else ""),
+        Criterion("its output file mnist-poptorch-output.log shows the test accuracy", output,
+                  f"cat {MNIST_DIR}/mnist-poptorch-output.log once `squeue` no longer "
+                  "lists the job; activate the venv before sbatch so the job inherits it"),
+    ]
+
+
+# SambaNova ------------------------------------------------------------------
+LENET = "~/apps/starters/lenet"
+LENET_WORKDIR = "/apps/starters/lenet"
+LENET_VENV = "source /opt/sambaflow/apps/starters/lenet/venv/bin/activate"
+PEF = "pef/lenet/lenet.pef"
+
+
+def _lenet_jobs(ctx: Context) -> list[SlurmJob]:
+    return [j for j in slurm_jobs(ctx, "sambanova")
+            if j.workdir == f"{ctx.home}{LENET_WORKDIR}"]
+
+
+def sambanova_lenet(ctx: Context) -> list[Criterion]:
+    node = first(ctx.nodes.hop, "sambanova") or first(ctx.nodes.login, "sambanova")
+    copied = in_home(ctx, node, f"test -f {LENET}/lenet.py")
+    compiled = in_home(ctx, node, f"test -s {LENET}/{PEF}")
+    # srun jobs are named after their program: compile, run and test are three `python` jobs.
+    jobs = [j for j in _lenet_jobs(ctx) if j.name.startswith("python")]
+    done = [j for j in jobs if j.state == "COMPLETED"]
+    return [
+        Criterion("the starters copied to ~/apps/starters", copied,
+                  "cd ~/ && mkdir -p apps && cp -r /opt/sambaflow/apps/starters apps/starters"),
+        Criterion(f"LeNet compiled to {LENET}/{PEF}", compiled,
+                  f"on {{sn_node}}: {LENET_VENV} && cd {LENET} && srun python lenet.py compile "
+                  "-b=1 --pef-name=\"lenet\" --output-folder=\"pef\""),
+        Criterion("compile, run and test each completed under srun there (three jobs)",
+                  len(done) >= 3,
+                  f"cd {LENET} && srun python lenet.py run --pef=\"{PEF}\" && "
+                  f"srun python lenet.py test --pef=\"{PEF}\""
+                  + f" ({len(done)} of 3 completed so far"
+                  + (f"; your last ended {jobs[-1].describe()})" if jobs else ")"),
+                  ", ".join(j.describe() for j in done[-3:])),
+    ]
+
+
+def sambanova_sbatch(ctx: Context) -> list[Criterion]:
+    jobs = [j for j in _lenet_jobs(ctx) if j.name == "submit-lenet-job.sh"]
+    done = [j for j in jobs if j.state == "COMPLETED"]
+    node = first(ctx.nodes.hop, "sambanova") or first(ctx.nodes.login, "sambanova")
+    output = in_home(ctx, node, f"grep -q 'Test Accuracy' {LENET}/pef/lenet/output.log")
+    return [
+        Criterion("submit-lenet-job.sh ran to the end as a batch job", bool(done),
+                  f"cd {LENET}, write submit-lenet-job.sh (#!/bin/sh, then the compile and run "
+                  "lines) and `sbatch --gres=rdu:2 --output=pef/lenet/output.log "
+                  "submit-lenet-job.sh`"
+                  + last_state([j.describe() for j in jobs], "batch job"),
+                  done[-1].describe() if done else ""),
+        Criterion("pef/lenet/output.log shows the training run", output,
+                  f"cat {LENET}/pef/lenet/output.log once `squeue` no longer lists the job"),
+    ]
+
+
+# data transfer and port forwarding -------------------------------------------
+def data_transfer(ctx: Context) -> list[Criterion]:
+    text = "the file `start` gave you copied with scp to your home on a login node"
+    if ctx.payload is None:
+        return [Criterion(text, False,
+                          "run `aitestbed --name {cluster} exercise start data-transfer` first")]
+    node = next(n for nodes in ctx.nodes.login.values() for n in nodes)
+    rc, out = ctx.as_user(node, f"cat ~/{shlex.quote(ctx.payload_name)} 2>/dev/null")
+    same = rc == 0 and out.strip() == ctx.payload.strip()
+    return [Criterion(text, same,
+                      ("~/{payload_name} is there but its content differs: copy it again, "
+                       if rc == 0 else "")
+                      + "scp -F {ssh_config} {payload} {login}:~/",
+                      f"~/{ctx.payload_name} matches" if same else "")]
+
+
+SERVER_PORT = 6006
+LOCAL_PORT = 16006
+
+
+def _listener(ctx: Context, node: str) -> str:
+    """The user's process listening on SERVER_PORT of node, or ''.
+
+    ss shows a socket's process only to its owner (and to root with ptrace rights,
+    which a container's root lacks): run as the user, a pid means it is theirs.
+    """
+    rc, out = ctx.as_user(node, f"ss -Hltnp 'sport = :{SERVER_PORT}' 2>/dev/null")
+    found = re.search(r"pid=(\d+)", out)
+    return found.group(1) if rc == 0 and found else ""
+
+
+def port_forwarding(ctx: Context) -> list[Criterion]:
+    nodes = ctx.nodes.hop.get("sambanova", [])
+    serving = [n for n in nodes if _listener(ctx, n)]
+    criteria = [Criterion(
+        f"a server of yours (TensorBoard's stand-in) listening on port {SERVER_PORT} of a "
+        "SambaNova node", bool(serving),
+        f"on {{sn_node}}: cd ~ && python3 -m http.server {SERVER_PORT}",
+        f"on {serving[0]}" if serving else "")]
+    local = ctx.http_get(f"http://127.0.0.1:{LOCAL_PORT}/")
+    remote = None
+    if serving:
+        _, remote = ctx.as_root(serving[0], "python3 -c 'import urllib.request as u; print(u."
+                                            f"urlopen(\"http://localhost:{SERVER_PORT}/\", "
+                                            "timeout=5).read().decode(), end=\"\")'")
+    through = local is not None and remote is not None and local == remote
+    criteria.append(Criterion(
+        f"http://localhost:{LOCAL_PORT} on this machine reaches it through ssh", through,
+        f"ssh -F {{ssh_config}} -N -f -L localhost:{LOCAL_PORT}:localhost:{LOCAL_PORT} "
+        f"{{sn_login}}, then on {{sn_login}}: ssh -N -f -L "
+        f"localhost:{LOCAL_PORT}:localhost:{SERVER_PORT} {{sn_node}}"
+        + (" (something answers there, but not your server)" if local is not None else ""),
+        f"127.0.0.1:{LOCAL_PORT} serves what {serving[0]} serves" if through else ""))
+    return criteria

@@ -1,0 +1,515 @@
+"""`make rehearse`: a scripted new user through onboarding and every exercise, end to end.
+
+Brings up its own mini cluster rh-<hex> (or uses --cluster), onboards a new user with
+playbooks/onboard-user.yml, then as that user, over ssh from this machine with
+the cluster's ssh config (the passcode typed by the user's askpass program),
+does each exercise's steps from the guide and runs its check. Prints a report
+staff can read and destroys the cluster (REHEARSE_KEEP=1 or --keep keeps it).
+
+    python -m aitestbed.exercises.rehearse [--cluster NAME] [--user NAME] [--keep]
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import yaml
+
+from ..errors import AitestbedError
+from ..state import ClusterState
+from . import catalog, checks
+from .session import Result, Session
+
+AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
+NEW_UID = 20001
+STEP_TIMEOUT = 900.0
+POLL = 1.0
+
+
+class StepError(Exception):
+    """A scripted step failed: its command's exit code and the end of its output."""
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+# the scripted learner -------------------------------------------------------------------
+@dataclass
+class Learner:
+    """A user at this machine's terminal: ssh, scp, and hops from a login node."""
+
+    session: Session
+    user: str
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def ssh_config(self) -> str:
+        return str(self.session.state.ssh_config_path)
+
+    def _env_and_options(self) -> tuple[dict[str, str], list[str]]:
+        askpass = self.session.state.login_dir / f"askpass-{self.user}"
+        if askpass.is_file():  # logins ask for a passcode: the user's askpass types it
+            env = {**os.environ, "SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force",
+                   "DISPLAY": os.environ.get("DISPLAY", ":0")}
+            return env, []
+        return dict(os.environ), ["-o", "BatchMode=yes"]
+
+    def ssh_argv(self, host: str, *options: str) -> tuple[list[str], dict[str, str]]:
+        env, extra = self._env_and_options()
+        return ["ssh", "-F", self.ssh_config, *extra, "-l", self.user, *options, host], env
+
+    def ssh(self, host: str, command: str, timeout: float = STEP_TIMEOUT) -> str:
+        """Run command on a login node; its output, or StepError when it fails."""
+        argv, env = self.ssh_argv(host)
+        try:
+            result = subprocess.run([*argv, command], capture_output=True, text=True, env=env,
+                                    stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+            if result.returncode == 255 and "Permission denied" in result.stderr:
+                # This 30 s step's code was used on that node already: type the next one.
+                time.sleep(30 - time.time() % 30 + 0.5)
+                result = subprocess.run([*argv, command], capture_output=True, text=True,
+                                        env=env, stdin=subprocess.DEVNULL, timeout=timeout,
+                                        check=False)
+        except subprocess.TimeoutExpired:
+            raise StepError(f"`{_short(command)}` on {host} took over {timeout:.0f} s") from None
+        out = result.stdout + result.stderr
+        if result.returncode:
+            raise StepError(f"`{_short(command)}` on {host} exited {result.returncode}:\n"
+                            f"{_tail(out)}")
+        return out
+
+    def hop(self, login: str, node: str, script: str, timeout: float = STEP_TIMEOUT) -> str:
+        """Run script in a login shell on node, reached from login as the guide does."""
+        name = f".rehearse-{uuid.uuid4().hex[:8]}.sh"
+        self.ssh(login, f"cat > ~/{name} <<'EOF_REHEARSE'\n{script}\nEOF_REHEARSE")
+        return self.ssh(login, f"ssh {node} bash -l ~/{name}; rc=$?; rm -f ~/{name}; exit $rc",
+                        timeout)
+
+    def scp(self, source: Path, host: str) -> None:
+        env, extra = self._env_and_options()
+        result = subprocess.run(["scp", "-F", self.ssh_config, *extra, "-o", f"User={self.user}",
+                                 str(source), f"{host}:~/"], capture_output=True, text=True,
+                                env=env, stdin=subprocess.DEVNULL, timeout=120, check=False)
+        if result.returncode:
+            raise StepError(f"scp to {host} exited {result.returncode}: "
+                            f"{_tail(result.stderr)}")
+
+    def close(self, hosts: list[str]) -> None:
+        """End what the rehearsal started here: background ssh and shared connections."""
+        for process in self.processes:
+            process.terminate()
+            process.wait(timeout=10)
+        for host in hosts:
+            argv, env = self.ssh_argv(host, "-O", "exit")
+            subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL,
+                           timeout=30, check=False)
+
+
+def _short(command: str) -> str:
+    first = command.strip().splitlines()[0] if command.strip() else command
+    return first if len(first) <= 100 else first[:97] + "..."
+
+
+def wait_for(predicate: Callable[[], str | None], timeout: float, what: str) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(POLL)
+    raise StepError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+# each exercise's steps, as the guide gives them -------------------------------------------
+def first_login(learner: Learner, v: dict[str, str]) -> None:
+    out = learner.ssh(v["login"], "hostname; id; ls /software")
+    if v["login"] not in out:
+        raise StepError(f"logged in, but hostname says {out.split()[:1]}")
+
+
+CS_VENV = "source ~/R_2.1.1/venv_cerebras_pt/bin/activate"
+
+
+def cerebras_setup(learner: Learner, v: dict[str, str]) -> None:
+    learner.ssh(v["cer_login"], """set -e
+chmod a+xr ~/
+mkdir -p ~/R_2.1.1
+chmod a+x ~/R_2.1.1/
+cd ~/R_2.1.1
+/software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt
+source venv_cerebras_pt/bin/activate
+pip install --upgrade pip
+pip install cerebras_pytorch==2.1.1
+git clone https://github.com/Cerebras/modelzoo.git
+cd modelzoo
+git tag
+git checkout Release_2.1.1
+pip install -r requirements.txt""")
+
+
+def cerebras_fc_mnist(learner: Learner, v: dict[str, str]) -> None:
+    run = catalog.CS_RUN.format(label="pt_smoketest")
+    learner.ssh(v["cer_login"], f"""set -e
+{CS_VENV}
+cd {v["fc_mnist"]}
+sed -i 's|data_dir: .*|data_dir: "{checks.CS_DATASET}"|' configs/params.yaml
+export MODEL_DIR=model_dir
+if [ -d "$MODEL_DIR" ]; then rm -Rf $MODEL_DIR; fi
+{run} |& tee mytest.log; test ${{PIPESTATUS[0]}} -eq 0
+csctl get jobs""")
+
+
+def cerebras_cancel(learner: Learner, v: dict[str, str]) -> None:
+    login = v["cer_login"]
+    # A quarter of the real system's pace: long enough to catch the job running.
+    run = catalog.CS_RUN.format(label="cancel_me")
+    learner.ssh(login, f"{CS_VENV} && cd {v['fc_mnist']} && export MODEL_DIR=model_cancel && "
+                       f"rm -rf $MODEL_DIR && (AITESTBED_TIME_SCALE=0.25 nohup {run} "
+                       "> cancel_me.log 2>&1 < /dev/null &)")
+
+    def running() -> str | None:
+        rows = [line.split() for line in learner.ssh(login, "csctl get jobs").splitlines()]
+        return next((r[0] for r in rows if "name=cancel_me" in r and "RUNNING" in r), None)
+
+    name = wait_for(running, 180, "the job to show RUNNING in `csctl get jobs`")
+    out = learner.ssh(login, f"csctl cancel job {name}")
+    if "Job canceled successfully" not in out:
+        raise StepError(f"csctl cancel job said: {out.strip()}")
+    wait_for(lambda: "failed due to" in learner.ssh(login, f"cat {v['fc_mnist']}/cancel_me.log")
+             or None, 60, "the run to report the cancellation")
+
+
+GC_ENV = (f"source {checks.GC_VENV}/bin/activate\nexport POPTORCH_CACHE_DIR=~/tmp\n")
+
+
+def graphcore_login(learner: Learner, v: dict[str, str]) -> None:
+    out = learner.hop(v["gc_login"], v["gc_node"], "popc --version")
+    if "POPLAR version" not in out:
+        raise StepError(f"popc --version said: {_tail(out)}")
+
+
+def graphcore_setup(learner: Learner, v: dict[str, str]) -> None:
+    learner.hop(v["gc_login"], v["gc_node"], f"""set -e
+mkdir -p ~/venvs/graphcore
+virtualenv ~/venvs/graphcore/poptorch33_env
+source ~/venvs/graphcore/poptorch33_env/bin/activate
+POPLAR_SDK_ROOT=/software/graphcore/poplar_sdk/3.3.0
+export POPLAR_SDK_ROOT=$POPLAR_SDK_ROOT
+pip install $POPLAR_SDK_ROOT/{catalog.GC_WHEEL}
+mkdir -p ~/graphcore && cd ~/graphcore
+git clone https://github.com/graphcore/examples.git
+cd examples
+git tag
+git checkout v3.3.0""")
+
+
+def graphcore_mnist(learner: Learner, v: dict[str, str]) -> None:
+    out = learner.hop(v["gc_login"], v["gc_node"], f"""set -e
+mkdir -p ~/tmp
+{GC_ENV}cd {checks.MNIST_DIR}
+srun --ipus=1 python mnist_poptorch.py --epochs 1""")
+    if "Accuracy on test set" not in out:
+        raise StepError(f"no accuracy in the output: {_tail(out)}")
+
+
+def _submit_and_wait(submit: str) -> str:
+    """The guide's sbatch line, then squeue until the job has left the queue."""
+    return f"""out=$({submit}) && echo "$out"
+job=${{out##* }}
+while squeue -h -j $job 2>/dev/null | grep -q .; do sleep 2; done"""
+
+
+def graphcore_sbatch(learner: Learner, v: dict[str, str]) -> None:
+    out = learner.hop(v["gc_login"], v["gc_node"], f"""set -e
+{GC_ENV}cd {checks.MNIST_DIR}
+printf '#!/bin/sh\\n\\npython mnist_poptorch.py --epochs 1\\n' > submit-mnist-poptorch-job.sh
+{_submit_and_wait("sbatch --ipus=1 --output=mnist-poptorch-output.log "
+                  "submit-mnist-poptorch-job.sh")}
+cat mnist-poptorch-output.log""")
+    if "Accuracy on test set" not in out:
+        raise StepError(f"no accuracy in the output log: {_tail(out)}")
+
+
+def sambanova_lenet(learner: Learner, v: dict[str, str]) -> None:
+    out = learner.hop(v["sn_login"], v["sn_node"], f"""set -e
+cd ~/
+mkdir -p apps
+cp -r /opt/sambaflow/apps/starters apps/starters
+cd ~/apps/starters/lenet
+{checks.LENET_VENV}
+srun python lenet.py compile -b=1 --pef-name="lenet" --output-folder="pef"
+srun python lenet.py run --pef="pef/lenet/lenet.pef"
+srun python lenet.py test --pef="pef/lenet/lenet.pef" """)
+    if "Test passed" not in out:
+        raise StepError(f"the test step did not pass: {_tail(out)}")
+
+
+def sambanova_sbatch(learner: Learner, v: dict[str, str]) -> None:
+    out = learner.hop(v["sn_login"], v["sn_node"], f"""set -e
+{checks.LENET_VENV}
+cd ~/apps/starters/lenet
+{catalog.LENET_SCRIPT}
+{_submit_and_wait("sbatch --gres=rdu:2 --output=pef/lenet/output.log submit-lenet-job.sh")}
+cat pef/lenet/output.log""")
+    if "Test Accuracy" not in out:
+        raise StepError(f"no accuracy in pef/lenet/output.log: {_tail(out)}")
+
+
+def data_transfer(learner: Learner, v: dict[str, str]) -> None:
+    learner.scp(Path(v["payload"]), v["login"])
+    learner.ssh(v["login"], f"cat {v['payload_name']}")
+
+
+def port_forwarding(learner: Learner, v: dict[str, str]) -> None:
+    login, node = v["sn_login"], v["sn_node"]
+    local, server = checks.LOCAL_PORT, checks.SERVER_PORT
+    learner.hop(login, node, f"cd ~ && (nohup python3 -m http.server {server} > /dev/null 2>&1 "
+                             "< /dev/null &)")
+    hop = f"ssh -N -f -L localhost:{local}:localhost:{server} {node}"
+    learner.ssh(login, hop)
+    forward = f"localhost:{local}:localhost:{local}"
+    argv, env = learner.ssh_argv(login, "-O", "check")
+    shared = subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL,
+                            timeout=30, check=False).returncode == 0
+    if shared:  # the login's shared connection carries the forward (`ssh -N -f -L` does too)
+        argv, env = learner.ssh_argv(login, "-O", "forward", "-L", forward)
+        subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL,
+                       timeout=30, check=True)
+    else:
+        argv, env = learner.ssh_argv(login, "-N", "-L", forward)
+        learner.processes.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                                  stdout=subprocess.DEVNULL,
+                                                  stderr=subprocess.DEVNULL))
+    wait_for(lambda: checks.http_get(f"http://127.0.0.1:{local}/"), 30,
+             f"http://127.0.0.1:{local} to answer")
+
+
+def stop_port_forwarding(learner: Learner, v: dict[str, str]) -> None:
+    """The rehearsal's own clean-up: the tunnel, the hop's ssh and the server."""
+    login, node = v["sn_login"], v["sn_node"]
+    forward = f"localhost:{checks.LOCAL_PORT}:localhost:{checks.LOCAL_PORT}"
+    argv, env = learner.ssh_argv(login, "-O", "cancel", "-L", forward)
+    subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL, timeout=30,
+                   check=False)
+    hop = f"ssh -N -f -L localhost:{checks.LOCAL_PORT}:localhost:{checks.SERVER_PORT} {node}"
+    learner.ssh(login, f"kill $(pgrep -u $(id -u) -xf {shlex.quote(hop)}) 2>/dev/null; "
+                       f"ssh {node} 'kill $(pgrep -u $(id -u) -xf \"python3 -m http.server "
+                       f"{checks.SERVER_PORT}\")' 2>/dev/null; true")
+
+
+SCRIPTS: dict[str, Callable[[Learner, dict[str, str]], None]] = {
+    "first-login": first_login,
+    "cerebras-setup": cerebras_setup,
+    "cerebras-fc-mnist": cerebras_fc_mnist,
+    "cerebras-cancel": cerebras_cancel,
+    "graphcore-login": graphcore_login,
+    "graphcore-setup": graphcore_setup,
+    "graphcore-mnist": graphcore_mnist,
+    "graphcore-sbatch": graphcore_sbatch,
+    "sambanova-lenet": sambanova_lenet,
+    "sambanova-sbatch": sambanova_sbatch,
+    "data-transfer": data_transfer,
+    "port-forwarding": port_forwarding,
+}
+CLEANUP = {"port-forwarding": stop_port_forwarding}
+
+
+# the rehearsal ----------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    name: str
+    seconds: float
+    result: Result | None = None
+    script_error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.result is not None and self.result.passed
+
+
+@dataclass
+class Rehearsal:
+    cluster: str
+    user: str
+    phases: list[tuple[str, float, str]] = field(default_factory=list)  # name, seconds, note
+    outcomes: list[Outcome] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def phase(self, name: str, function: Callable[[], str]) -> None:
+        say(f"{name} ...")
+        begun, note = time.monotonic(), "FAILED"
+        try:
+            note = function()
+        finally:
+            self.phases.append((name, time.monotonic() - begun, note))
+
+    def report(self) -> str:
+        total = time.monotonic() - self.started
+        lines = [f"aitestbed rehearsal: cluster {self.cluster}, new user {self.user}", ""]
+        lines += [f"  {name:<34} {seconds:7.1f} s  {note}".rstrip()
+                  for name, seconds, note in self.phases]
+        lines += ["", f"  {'EXERCISE':<20} {'RESULT':<6} {'TIME':>9}", ""]
+        for o in self.outcomes:
+            lines.append(f"  {o.name:<20} {'PASS' if o.passed else 'FAIL':<6} "
+                         f"{o.seconds:7.1f} s")
+            if o.script_error:
+                lines += [f"      step failed: {line}" for line in o.script_error.splitlines()]
+            for c in (o.result.criteria if o.result else []):
+                if not c.done:
+                    lines += [f"      todo: {c.text}", f"      next: {c.hint}"]
+        passed = sum(o.passed for o in self.outcomes)
+        lines += ["", f"  {passed}/{len(self.outcomes)} exercises passed; total wall time "
+                      f"{total / 60:.0f} min {total % 60:02.0f} s ({total:.1f} s)"]
+        return "\n".join(lines)
+
+
+def say(text: str) -> None:
+    click.echo(f"rehearse: {text}", err=True)
+
+
+def aitestbed(cluster: str, *args: str, log: Path) -> None:
+    with log.open("a") as out:
+        out.write(f"\n$ aitestbed --name {cluster} {' '.join(args)}\n")
+        out.flush()
+        result = subprocess.run([*AITESTBED, "--name", cluster, *args], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False)
+    if result.returncode:
+        raise AitestbedError(f"`aitestbed --name {cluster} {' '.join(args)}` failed "
+                             f"(exit {result.returncode}); see {log}")
+
+
+def onboard(cluster: str, user: str, log: Path) -> str:
+    """The staff's onboarding playbook for a new user with all three systems."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", prefix="rehearse-") as people:
+        yaml.safe_dump({"accounts": [{"name": user, "uid": NEW_UID,
+                                      "systems": ["cerebras", "graphcore", "sambanova"]}]},
+                       people)
+        people.flush()
+        aitestbed(cluster, "playbook", "onboard-user", "-e", f"user={user}", "-e",
+                  f"@{people.name}", log=log)
+    return f"playbooks/onboard-user.yml -e user={user}"
+
+
+# The systems are independent: their exercises run side by side, each system's in order.
+STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (("first-login",),),
+    (("cerebras-setup", "cerebras-fc-mnist", "cerebras-cancel"),
+     ("graphcore-login", "graphcore-setup", "graphcore-mnist", "graphcore-sbatch"),
+     ("sambanova-lenet", "sambanova-sbatch", "port-forwarding")),
+    (("data-transfer",),),
+)
+
+
+def rehearse_exercises(rehearsal: Rehearsal, session: Session, only: list[str] | None) -> None:
+    user, uid = session.learner(rehearsal.user)
+    learner = Learner(session, user)
+    chosen = {e.name: e for e in session.exercises if not only or e.name in only}
+    lock = threading.Lock()  # the learner's record and the Docker client: one at a time
+
+    def walk(chain: tuple[str, ...]) -> None:
+        for name in (n for n in chain if n in chosen):
+            say(f"exercise {name} ...")
+            begun = time.monotonic()
+            with lock:
+                session.start(chosen[name], user)
+                values = session.values(user)
+            error, result = "", None
+            try:
+                SCRIPTS[name](learner, values)
+            except (StepError, subprocess.SubprocessError, OSError) as err:
+                error = str(err)
+            with lock:
+                try:
+                    result = session.check(chosen[name], user, uid)
+                except AitestbedError as err:
+                    error += f"\ncheck: {err}"
+                rehearsal.outcomes.append(Outcome(name, time.monotonic() - begun, result,
+                                                  error.strip()))
+            if name in CLEANUP:
+                try:
+                    CLEANUP[name](learner, values)
+                except StepError as err:
+                    say(f"clean-up after {name}: {err}")
+
+    try:
+        for stage in STAGES:
+            threads = [threading.Thread(target=walk, args=(chain,)) for chain in stage]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        learner.close(sorted({n for names in session.nodes.login.values() for n in names}))
+    order = list(SCRIPTS)
+    rehearsal.outcomes.sort(key=lambda o: order.index(o.name))
+
+
+@click.command()
+@click.option("--cluster", envvar="REHEARSE_CLUSTER", default=None,
+              help="Rehearse on this running cluster (kept) instead of a new one.")
+@click.option("--user", envvar="REHEARSE_USER", default="newhire", show_default=True,
+              help="The new user to onboard.")
+@click.option("--keep", envvar="REHEARSE_KEEP", is_flag=True,
+              help="Keep the new cluster afterwards (REHEARSE_KEEP=1).")
+@click.option("--only", default=None, help="Comma-separated exercises (default: all).")
+def main(cluster: str | None, user: str, keep: bool, only: str | None) -> None:
+    """Onboard a new user and walk them through every exercise; print the report."""
+    # Short: ssh's shared-connection sockets live under the cluster's state directory,
+    # and a Unix socket's path may not exceed 107 bytes.
+    name = cluster or f"rh-{uuid.uuid4().hex[:6]}"
+    if only:
+        unknown = [n for n in only.split(",") if n not in SCRIPTS]
+        if unknown:
+            raise AitestbedError(f"no exercise {unknown[0]!r}: choose from {', '.join(SCRIPTS)}")
+    log = Path(tempfile.gettempdir()) / f"aitestbed-{name}.log"
+    rehearsal = Rehearsal(name, user)
+    say(f"cluster {name}, user {user}; commands' output in {log}")
+    try:
+        if cluster is None:
+            rehearsal.phase("bring-up (aitestbed up --profile mini)",
+                            lambda: aitestbed(name, "up", "--profile", "mini", log=log) or "")
+        session = Session(name)
+        if cluster is None or user not in {u["name"] for u in session.users()}:
+            rehearsal.phase("onboarding (playbook onboard-user)",
+                            lambda: onboard(name, user, log))
+        else:
+            say(f"{user} is already a user of {name}: not onboarded again")
+        rehearsal.phase("exercises", lambda: rehearse_exercises(
+            rehearsal, session, only.split(",") if only else None) or "")
+    finally:
+        if cluster is None and not keep and ClusterState(name).exists():
+            rehearsal.phase("destroy", lambda: aitestbed(name, "destroy", log=log) or "")
+        elif cluster is None:
+            say(f"kept cluster {name}: aitestbed --name {name} destroy")
+        click.echo(rehearsal.report())
+    if not rehearsal.outcomes or not all(o.passed for o in rehearsal.outcomes):
+        sys.exit(1)
+
+
+def run() -> None:
+    try:
+        main(standalone_mode=False)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except AitestbedError as err:
+        click.echo(f"rehearse: error: {err}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    run()
