@@ -55,9 +55,16 @@ class Cluster:
     def ssh(self, host: str, command: str, *extra: str, timeout: float = 60):
         """ssh from the host, as a user does with the generated config (over the shared
         connection `log_in` opened, so no passcode is asked)."""
-        return subprocess.run(["ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes",
-                               *extra, host, command],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        argv = ["ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes", *extra, host, command]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                check=False)
+        if (result.returncode == 255 and not extra
+                and "Permission denied (keyboard-interactive)" in result.stderr):
+            # The shared connection is gone (a login node restarted): log in again.
+            assert self.log_in(host).returncode == 0
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                    check=False)
+        return result
 
     def log_in(self, host: str, user: str | None = None, *extra: str, timeout: float = 60):
         """Log in with the current passcode as a user types it (SSH_ASKPASS answers the
@@ -65,7 +72,9 @@ class Cluster:
         user = user or self.user
         env = {**os.environ, "SSH_ASKPASS": str(self.state.askpass_path(user)),
                "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"}
-        argv = ["ssh", "-F", str(self.ssh_config), "-l", user, *extra, host, "true"]
+        # The tests' connections stay until log_out (a user's close 30 min after use).
+        argv = ["ssh", "-F", str(self.ssh_config), "-o", "ControlPersist=yes", "-l", user,
+                *extra, host, "true"]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
                                 stdin=subprocess.DEVNULL, check=False)
         if result.returncode == 255 and "Permission denied" in result.stderr:
