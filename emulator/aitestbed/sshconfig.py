@@ -80,7 +80,8 @@ def control_dir(state: ClusterState) -> Path:
     return Path.home() / ".ssh"
 
 
-def log_in(state: ClusterState, host: str, user: str) -> subprocess.CompletedProcess:
+def log_in(state: ClusterState, host: str, user: str, *options: str
+           ) -> subprocess.CompletedProcess:
     """Open the shared connection to a login node, typing the user's current passcode.
 
     pam_oath takes a code once: when this step's code was already used there,
@@ -89,7 +90,7 @@ def log_in(state: ClusterState, host: str, user: str) -> subprocess.CompletedPro
     env = {**os.environ, "SSH_ASKPASS": str(state.askpass_path(user)),
            "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": os.environ.get("DISPLAY", ":0")}
     argv = ["ssh", "-F", str(state.ssh_config_path), "-o", "NumberOfPasswordPrompts=1",
-            "-l", user, host, "true"]
+            *options, "-l", user, host, "true"]
     for attempt in range(2):
         result = subprocess.run(argv, capture_output=True, text=True, env=env,
                                 stdin=subprocess.DEVNULL, timeout=120, check=False)

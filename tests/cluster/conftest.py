@@ -10,13 +10,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import testinfra
+from aitestbed import sshconfig
 from aitestbed.naming import container_name
 from aitestbed.state import ClusterState
 
@@ -66,23 +66,12 @@ class Cluster:
                                     check=False)
         return result
 
-    def log_in(self, host: str, user: str | None = None, *extra: str, timeout: float = 60):
+    def log_in(self, host: str, user: str | None = None):
         """Log in with the current passcode as a user types it (SSH_ASKPASS answers the
-        `Password:` prompt); the config keeps the connection for later ssh and scp."""
-        user = user or self.user
-        env = {**os.environ, "SSH_ASKPASS": str(self.state.askpass_path(user)),
-               "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"}
-        # The tests' connections stay until log_out (a user's close 30 min after use).
-        argv = ["ssh", "-F", str(self.ssh_config), "-o", "ControlPersist=yes", "-l", user,
-                *extra, host, "true"]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
-                                stdin=subprocess.DEVNULL, check=False)
-        if result.returncode == 255 and "Permission denied" in result.stderr:
-            # This step's code was used on that node already (a replay): wait for the next.
-            time.sleep(30 - time.time() % 30 + 0.5)
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                    env=env, stdin=subprocess.DEVNULL, check=False)
-        return result
+        `Password:` prompt); the config keeps the connection for later ssh and scp.
+        The tests' connections stay until log_out (a user's close 30 min after use)."""
+        return sshconfig.log_in(self.state, host, user or self.user,
+                                "-o", "ControlPersist=yes")
 
     def log_in_everywhere(self) -> None:
         """A passcode login on each login node (after `up`, old connections are gone)."""

@@ -11,7 +11,6 @@ staff can read and destroys the cluster (REHEARSE_KEEP=1 or --keep keeps it).
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 import click
 import yaml
 
+from .. import sshconfig
 from ..errors import AitestbedError
 from ..state import ClusterState
 from . import catalog, checks
@@ -52,36 +52,35 @@ class Learner:
 
     session: Session
     user: str
-    processes: list[subprocess.Popen] = field(default_factory=list)
+    logged_in: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def ssh_config(self) -> str:
         return str(self.session.state.ssh_config_path)
 
-    def _env_and_options(self) -> tuple[dict[str, str], list[str]]:
-        askpass = self.session.state.login_dir / f"askpass-{self.user}"
-        if askpass.is_file():  # logins ask for a passcode: the user's askpass types it
-            env = {**os.environ, "SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force",
-                   "DISPLAY": os.environ.get("DISPLAY", ":0")}
-            return env, []
-        return dict(os.environ), ["-o", "BatchMode=yes"]
+    def log_in(self, host: str) -> None:
+        """Type the passcode once per login node; later ssh and scp share the connection."""
+        with self._lock:
+            if host in self.logged_in:
+                return
+            result = sshconfig.log_in(self.session.state, host, self.user)
+            if result.returncode:
+                raise StepError(f"ssh {self.user}@{host} with the passcode: "
+                                f"{_tail(result.stderr)}")
+            self.logged_in.add(host)
 
-    def ssh_argv(self, host: str, *options: str) -> tuple[list[str], dict[str, str]]:
-        env, extra = self._env_and_options()
-        return ["ssh", "-F", self.ssh_config, *extra, "-l", self.user, *options, host], env
+    def ssh_argv(self, host: str, *options: str) -> list[str]:
+        self.log_in(host)
+        return ["ssh", "-F", self.ssh_config, "-o", "BatchMode=yes", "-l", self.user, *options,
+                host]
 
     def ssh(self, host: str, command: str, timeout: float = STEP_TIMEOUT) -> str:
         """Run command on a login node; its output, or StepError when it fails."""
-        argv, env = self.ssh_argv(host)
         try:
-            result = subprocess.run([*argv, command], capture_output=True, text=True, env=env,
-                                    stdin=subprocess.DEVNULL, timeout=timeout, check=False)
-            if result.returncode == 255 and "Permission denied" in result.stderr:
-                # This 30 s step's code was used on that node already: type the next one.
-                time.sleep(30 - time.time() % 30 + 0.5)
-                result = subprocess.run([*argv, command], capture_output=True, text=True,
-                                        env=env, stdin=subprocess.DEVNULL, timeout=timeout,
-                                        check=False)
+            result = subprocess.run([*self.ssh_argv(host), command], capture_output=True,
+                                    text=True, stdin=subprocess.DEVNULL, timeout=timeout,
+                                    check=False)
         except subprocess.TimeoutExpired:
             raise StepError(f"`{_short(command)}` on {host} took over {timeout:.0f} s") from None
         out = result.stdout + result.stderr
@@ -98,23 +97,21 @@ class Learner:
                         timeout)
 
     def scp(self, source: Path, host: str) -> None:
-        env, extra = self._env_and_options()
-        result = subprocess.run(["scp", "-F", self.ssh_config, *extra, "-o", f"User={self.user}",
-                                 str(source), f"{host}:~/"], capture_output=True, text=True,
-                                env=env, stdin=subprocess.DEVNULL, timeout=120, check=False)
+        self.log_in(host)
+        result = subprocess.run(["scp", "-F", self.ssh_config, "-o", "BatchMode=yes",
+                                 "-o", f"User={self.user}", str(source), f"{host}:~/"],
+                                capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                timeout=120, check=False)
         if result.returncode:
             raise StepError(f"scp to {host} exited {result.returncode}: "
                             f"{_tail(result.stderr)}")
 
-    def close(self, hosts: list[str]) -> None:
-        """End what the rehearsal started here: background ssh and shared connections."""
-        for process in self.processes:
-            process.terminate()
-            process.wait(timeout=10)
-        for host in hosts:
-            argv, env = self.ssh_argv(host, "-O", "exit")
-            subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL,
-                           timeout=30, check=False)
+    def close(self) -> None:
+        """End the shared connections the rehearsal opened here."""
+        for host in self.logged_in:
+            subprocess.run(["ssh", "-F", self.ssh_config, "-l", self.user, "-O", "exit", host],
+                           capture_output=True, stdin=subprocess.DEVNULL, timeout=30,
+                           check=False)
 
 
 def _short(command: str) -> str:
@@ -280,18 +277,9 @@ def port_forwarding(learner: Learner, v: dict[str, str]) -> None:
     hop = f"ssh -N -f -L localhost:{local}:localhost:{server} {node}"
     learner.ssh(login, hop)
     forward = f"localhost:{local}:localhost:{local}"
-    argv, env = learner.ssh_argv(login, "-O", "check")
-    shared = subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL,
-                            timeout=30, check=False).returncode == 0
-    if shared:  # the login's shared connection carries the forward (`ssh -N -f -L` does too)
-        argv, env = learner.ssh_argv(login, "-O", "forward", "-L", forward)
-        subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL,
-                       timeout=30, check=True)
-    else:
-        argv, env = learner.ssh_argv(login, "-N", "-L", forward)
-        learner.processes.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                                  stdout=subprocess.DEVNULL,
-                                                  stderr=subprocess.DEVNULL))
+    # The login's shared connection carries the forward (as `ssh -N -f -L` would).
+    subprocess.run(learner.ssh_argv(login, "-O", "forward", "-L", forward), capture_output=True,
+                   stdin=subprocess.DEVNULL, timeout=30, check=True)
     wait_for(lambda: checks.http_get(f"http://127.0.0.1:{local}/"), 30,
              f"http://127.0.0.1:{local} to answer")
 
@@ -300,9 +288,8 @@ def stop_port_forwarding(learner: Learner, v: dict[str, str]) -> None:
     """The rehearsal's own clean-up: the tunnel, the hop's ssh and the server."""
     login, node = v["sn_login"], v["sn_node"]
     forward = f"localhost:{checks.LOCAL_PORT}:localhost:{checks.LOCAL_PORT}"
-    argv, env = learner.ssh_argv(login, "-O", "cancel", "-L", forward)
-    subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL, timeout=30,
-                   check=False)
+    subprocess.run(learner.ssh_argv(login, "-O", "cancel", "-L", forward), capture_output=True,
+                   stdin=subprocess.DEVNULL, timeout=30, check=False)
     hop = f"ssh -N -f -L localhost:{checks.LOCAL_PORT}:localhost:{checks.SERVER_PORT} {node}"
     learner.ssh(login, f"kill $(pgrep -u $(id -u) -xf {shlex.quote(hop)}) 2>/dev/null; "
                        f"ssh {node} 'kill $(pgrep -u $(id -u) -xf \"python3 -m http.server "
@@ -451,7 +438,7 @@ def rehearse_exercises(rehearsal: Rehearsal, session: Session, only: list[str] |
             for thread in threads:
                 thread.join()
     finally:
-        learner.close(sorted({n for names in session.nodes.login.values() for n in names}))
+        learner.close()
     order = list(SCRIPTS)
     rehearsal.outcomes.sort(key=lambda o: order.index(o.name))
 
