@@ -1,15 +1,15 @@
 """Cancel the unfinished wsjobs of the users named (offboarding), as an administrator.
 
-Run on the Cerebras management node, where root's kubectl is a cluster admin.
-Prints `cancelled <job>` for each job it cancels.
+Run on the Cerebras management node with the node's aitestbed interpreter, where
+root's kubectl is a cluster admin. Prints `cancelled <job>` for each job it cancels.
 """
 
 import json
 import subprocess
 import sys
 
-NAMESPACE = "job-operator"
-FINISHED = {"SUCCEEDED", "FAILED", "CANCELLED"}
+from aitestbed.cerebras.kubeapi import NAMESPACE
+from aitestbed.cerebras.wsjob import FINISHED, owner, phase
 
 
 def kubectl(*args: str) -> str:
@@ -20,9 +20,8 @@ def kubectl(*args: str) -> str:
 def main() -> None:
     users = set(sys.argv[1:])
     for job in json.loads(kubectl("get", "wsjobs", "-o", "json"))["items"]:
-        name = job["metadata"]["name"]
-        if job["spec"].get("user") in users and \
-                job.get("status", {}).get("phase") not in FINISHED:
+        if owner(job) in users and phase(job) not in FINISHED:
+            name = job["metadata"]["name"]
             patch = {"spec": {"cancelRequested": True,
                               "cancelReason": "the user was offboarded"}}
             kubectl("patch", "wsjob", name, "--type=merge", "-p", json.dumps(patch))

@@ -4,7 +4,9 @@ People come from a vars file given to the playbooks (`-e @people.yml`), as a sit
 keeps them next to its inventory.
 """
 
+import json
 import os
+import shlex
 import subprocess
 import time
 
@@ -242,3 +244,56 @@ def test_offboarding_can_archive_the_home(cluster, people, onboarded):
     listing = sambanova.run("tar -tzf /home/.offboarded/carol.tar.gz")
     assert "carol/results.txt" in listing.stdout
     assert sambanova.file("/home/.offboarded").mode == 0o700
+
+
+def wsjob_manifest(name: str, user: str, wafers: int) -> str:
+    return json.dumps({
+        "apiVersion": "jobs.cerebras.com/v1", "kind": "WSJob",
+        "metadata": {"name": name, "namespace": "job-operator"},
+        "spec": {"user": {"username": user}, "jobType": "execute", "numWafers": wafers,
+                 "workdir": f"/n1/wsjob/workdir/job-operator/{name}", "release": "none",
+                 "request": "{}"}})
+
+
+def test_offboarding_cancels_the_users_queued_wsjobs(cluster, people, onboarded):
+    """alice's job waits behind another user's job holding both CS-2s; offboarding cancels
+    hers through the appliance's scheduler and leaves the other user's alone."""
+    admin = cluster.host("cer-mgmt-01")
+    blocker, queued = "wsjob-offboardblocker000000000", "wsjob-offboardalice00000000000"
+
+    def job(name: str) -> dict:
+        return json.loads(admin.check_output(f"kubectl get wsjob -n job-operator {name} -o json"))
+
+    def wait_for(predicate, what: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.5)
+
+    admin.check_output(f"echo {shlex.quote(wsjob_manifest(blocker, 'someone', 2))} "
+                       "| kubectl apply -f -")
+    try:
+        # Its release is not installed, so it fails at once; then staff mark it running
+        # on both systems somewhere no agent looks, so the next job has to queue.
+        wait_for(lambda: job(blocker).get("status", {}).get("phase") == "FAILED",
+                 "the blocking job to fail")
+        systems = job(blocker)["status"]["systems"]
+        assert len(systems) == 2
+        status = json.dumps({"status": {"phase": "RUNNING", "node": "nowhere",
+                                        "systems": systems}})
+        admin.check_output(f"kubectl patch wsjob -n job-operator {blocker} "
+                           f"--subresource=status --type=merge -p {shlex.quote(status)}")
+        admin.check_output(f"echo {shlex.quote(wsjob_manifest(queued, 'alice', 1))} "
+                           "| kubectl apply -f -")
+        wait_for(lambda: "job is queueing" in job(queued).get("status", {}).get("message", ""),
+                 "alice's job to queue")
+
+        result = playbook(cluster, people, "offboard-user", "-e", "user=alice")
+        assert result.returncode == 0, result.stdout[-3000:]
+        wait_for(lambda: job(queued)["status"].get("phase") == "CANCELLED",
+                 "alice's job to be cancelled")
+        assert job(queued)["spec"]["cancelReason"] == "the user was offboarded"
+        assert job(blocker)["status"]["phase"] == "RUNNING"
+        assert not job(blocker)["spec"].get("cancelRequested")
+    finally:
+        admin.run(f"kubectl delete wsjob -n job-operator {blocker} {queued} --ignore-not-found")
