@@ -132,6 +132,7 @@ def test_a_wrong_attempt_is_named_in_the_hint(cluster, newcomer):
     assert "  done  the starters copied to ~/apps/starters" in check.stdout
     assert "next: on sn30-r1-h1: source /opt/sambaflow/apps/starters/lenet/venv/bin/activate" \
         in check.stdout
-    assert "(0 of 3 completed so far; your last ended job" in check.stdout
+    assert "  todo  `lenet.py run` completed on the RDUs under srun" in check.stdout
+    assert "(your last srun job ended job" in check.stdout
     assert "(python) FAILED)" in check.stdout
 

@@ -54,10 +54,11 @@ def context(probe: FakeProbe, **extra) -> Context:
 
 
 def jobcomp(job_id: int, name: str, state: str, workdir: str,
-            start: str = "2025-01-01T10:00:05", user: str = f"{USER}({UID})") -> str:
+            start: str = "2025-01-01T10:00:05", user: str = f"{USER}({UID})",
+            node: str = "gc-poplar-02") -> str:
     return (f"JobId={job_id} UserId={user} GroupId={USER}({UID}) Name={name} JobState={state} "
             f"Partition=p64 TimeLimit=UNLIMITED StartTime={start} EndTime=2025-01-01T10:01:00 "
-            f"NodeList=gc-poplar-02 NodeCnt=1 ProcCnt=1 WorkDir={workdir} ReservationName= "
+            f"NodeList={node} NodeCnt=1 ProcCnt=1 WorkDir={workdir} ReservationName= "
             "Tres=cpu=1,mem=515000M,node=1,billing=1 Account= QOS= WcKey= Cluster=graphcore "
             "SubmitTime=2025-01-01T10:00:00 EligibleTime=2025-01-01T10:00:00 "
             "DerivedExitCode=0:0 ExitCode=0:0\n")
@@ -231,54 +232,90 @@ def test_graphcore_sbatch():
 
 
 # SambaNova ------------------------------------------------------------------
-def lenet_probe(*records: str) -> FakeProbe:
+def sn_job(job_id: int, name: str, state: str, workdir: str = LENET,
+           node: str = "sn30-r1-h1") -> str:
+    return jobcomp(job_id, name, state, workdir, node=node)
+
+
+def reserved(job_id: int, rdus: int) -> str:
+    return json.dumps({"event": "reserve", "job": str(job_id), "user": USER,
+                       "rdus": list(range(rdus))}) + "\n"
+
+
+def session(job_id: int, command: str) -> str:
+    return json.dumps({"event": "session", "job": str(job_id), "user": USER,
+                       "command": command, "tiles": ["/XRDU_0/RDU_0/TILE_0"]}) + "\n"
+
+
+RUN = "python lenet.py run --pef=pef/lenet/lenet.pef"
+TEST = "python lenet.py test --pef=pef/lenet/lenet.pef"
+
+
+def lenet_probe(records: list[str], journal: list[str] = ()) -> FakeProbe:
     return (FakeProbe()
             .on("sn30-r1-h1", "test -f ~/apps/starters/lenet/lenet.py")
             .on("sn30-r1-h1", "test -s ~/apps/starters/lenet/pef/lenet/lenet.pef")
-            .on("sn30-slurmctld", "jobcomp.log", "".join(records)))
+            .on("sn30-slurmctld", "jobcomp.log", "".join(records))
+            .on("sn30-r1-h1", "/var/lib/snd/journal.jsonl", "".join(journal)))
 
 
 def test_lenet_compile_run_and_test():
-    probe = lenet_probe(jobcomp(1, "python", "COMPLETED", LENET),
-                        jobcomp(2, "python", "COMPLETED", LENET),
-                        jobcomp(3, "submit-lenet-job.sh", "COMPLETED", LENET),
-                        jobcomp(4, "python", "COMPLETED", LENET))
+    probe = lenet_probe([sn_job(1, "python", "COMPLETED"), sn_job(2, "python", "COMPLETED"),
+                         sn_job(3, "submit-lenet-job.sh", "COMPLETED"),
+                         sn_job(4, "python", "COMPLETED")],
+                        [reserved(2, 1), session(2, RUN), reserved(4, 1), session(4, TEST)])
     criteria = checks.sambanova_lenet(context(probe))
     assert not todo(criteria)
-    assert criteria[2].evidence == ("job 1 (python) COMPLETED, job 2 (python) COMPLETED, "
-                                    "job 4 (python) COMPLETED")
+    assert criteria[2].evidence == "job 2 (python) COMPLETED on sn30-r1-h1"
+    assert criteria[3].evidence == "job 4 (python) COMPLETED on sn30-r1-h1"
+
+
+def test_lenet_run_twice_is_not_a_test():
+    probe = lenet_probe([sn_job(1, "python", "COMPLETED"), sn_job(2, "python", "COMPLETED"),
+                         sn_job(3, "python", "COMPLETED")],
+                        [session(2, RUN), session(3, RUN)])
+    [missing] = todo(checks.sambanova_lenet(context(probe)))
+    assert missing.text == "`lenet.py test` completed on the RDUs under srun"
+    assert "srun python lenet.py test --pef=\"pef/lenet/lenet.pef\"" in missing.hint
 
 
 def test_lenet_compiled_but_the_test_failed():
-    probe = lenet_probe(jobcomp(1, "python", "COMPLETED", LENET),
-                        jobcomp(2, "python", "COMPLETED", LENET),
-                        jobcomp(3, "python", "FAILED", LENET),
-                        jobcomp(4, "python", "COMPLETED", HOME))  # not in the lenet directory
+    probe = lenet_probe([sn_job(1, "python", "COMPLETED"), sn_job(2, "python", "COMPLETED"),
+                         sn_job(3, "python", "FAILED"),
+                         sn_job(4, "python", "COMPLETED", HOME)],  # not in the lenet directory
+                        [session(2, RUN), session(3, TEST), session(4, TEST)])
     [missing] = todo(checks.sambanova_lenet(context(probe)))
     assert "srun python lenet.py test --pef=\"pef/lenet/lenet.pef\"" in missing.hint
-    assert "(2 of 3 completed so far; your last ended job 3 (python) FAILED)" in missing.hint
+    assert "(your last srun job ended job 3 (python) FAILED)" in missing.hint
 
 
 def test_lenet_for_a_learner_who_did_nothing():
     missing = todo(checks.sambanova_lenet(context(FakeProbe())))
-    assert len(missing) == 3
+    assert len(missing) == 4
     assert "cp -r /opt/sambaflow/apps/starters apps/starters" in missing[0].hint
     assert "srun python lenet.py compile -b=1" in missing[1].hint
-    assert "(0 of 3 completed so far)" in missing[2].hint
+    assert "srun python lenet.py run" in missing[2].hint and "your last" not in missing[2].hint
 
 
-def test_lenet_sbatch_needs_the_batch_job_and_its_output():
+def test_lenet_sbatch_needs_the_batch_job_two_rdus_and_its_output():
     probe = FakeProbe().on("sn30-slurmctld", "jobcomp.log",
-                           jobcomp(5, "submit-lenet-job.sh", "FAILED", LENET))
+                           sn_job(5, "submit-lenet-job.sh", "FAILED"))
     missing = todo(checks.sambanova_sbatch(context(probe)))
-    assert len(missing) == 2
+    assert len(missing) == 3
     assert "sbatch --gres=rdu:2 --output=pef/lenet/output.log submit-lenet-job.sh" in \
         missing[0].hint
     assert "ended job 5 (submit-lenet-job.sh) FAILED" in missing[0].hint
     probe.on("sn30-r1-h1", "pef/lenet/output.log")
     probe.on("sn10-slurmctld", "jobcomp.log",  # SN10's scheduler counts too
-             jobcomp(6, "submit-lenet-job.sh", "COMPLETED", LENET))
-    assert not todo(checks.sambanova_sbatch(context(probe)))
+             sn_job(6, "submit-lenet-job.sh", "COMPLETED", node="sm-01"))
+    probe.on("sm-01", "/var/lib/snd/journal.jsonl", reserved(6, 1))  # no --gres=rdu:2
+    [missing] = todo(checks.sambanova_sbatch(context(probe)))
+    assert "(your last batch job held 1 RDU(s))" in missing.hint
+    probe.on("sm-01", "/var/lib/snd/journal.jsonl", reserved(5, 2) + reserved(6, 2))
+    criteria = checks.sambanova_sbatch(context(probe))
+    assert not todo(criteria)
+    assert criteria[1].evidence == ("job 6 (submit-lenet-job.sh) COMPLETED: "
+                                    "RDUs held on sm-01: 2")
 
 
 def test_jobcomp_parsing():

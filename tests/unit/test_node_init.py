@@ -31,3 +31,14 @@ def test_install_file_replaces_only_on_change(tmp_path):
     assert dest.stat().st_ino == first
     init.install_file("b\n", dest, 0o600)
     assert dest.read_text() == "b\n" and (dest.stat().st_mode & 0o777) == 0o600
+
+
+def test_install_file_from_many_nodes_at_once_on_a_shared_directory(tmp_path):
+    """Every node runs node-init as PID 1 of its container, on the same /home."""
+    from concurrent.futures import ThreadPoolExecutor
+    dest = tmp_path / "authorized_keys"
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: init.install_file(f"key {i % 2}\n", dest, 0o600),
+                      range(64)))
+    assert dest.read_text() in ("key 0\n", "key 1\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["authorized_keys"]

@@ -136,6 +136,21 @@ def test_the_daemon_keeps_jobs_across_a_restart(snd, tmp_path):
         again.server_close()
 
 
+def test_the_journal_keeps_each_jobs_rdus_and_commands_after_it_ends(snd, tmp_path):
+    client = SndClient()
+    client.reserve("24", "alice", 2)
+    client.reserve("24", "alice", 2)  # the prolog again: one reservation
+    client.open_session(4, "24")
+    client.release("24")
+    journal = tmp_path / "state" / "journal.jsonl"
+    entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [(e["event"], e["job"]) for e in entries] == [("reserve", "24"), ("session", "24")]
+    assert entries[0]["user"] == "alice" and entries[0]["rdus"] == [0, 1]
+    assert "python" in entries[1]["command"] or "pytest" in entries[1]["command"]
+    assert len(entries[1]["tiles"]) == 4
+    assert journal.stat().st_mode & 0o777 == 0o600
+
+
 def test_no_daemon_is_a_clear_error(tmp_path):
     with pytest.raises(SndUnavailable, match="snd.*is not running"):
         SndClient(str(tmp_path / "none.sock")).node()

@@ -21,6 +21,7 @@ from .probe import Probe
 
 SSHD_LOG = "/var/log/sshd.log"
 JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"
+SND_JOURNAL = "/var/lib/snd/journal.jsonl"
 HTTP_TIMEOUT = 5.0
 
 
@@ -96,7 +97,8 @@ class SlurmJob:
 
     Without slurmdbd Slurm cannot track GRES as TRES, so the line does not say how
     many IPUs or RDUs the job held. A Graphcore job that completes had its IPUs
-    (poptorch fails without one); a SambaNova job always holds at least one RDU.
+    (poptorch fails without one); for a SambaNova job, its node's snd journal says
+    which RDUs it held and what ran on them (`rdu_journal`).
     """
 
     fields: dict[str, str]
@@ -120,6 +122,11 @@ class SlurmJob:
     @property
     def end(self) -> str:
         return self.fields.get("EndTime", "")
+
+    @property
+    def node(self) -> str:
+        """The job's node (the exercises' jobs run on one)."""
+        return self.fields.get("NodeList", "")
 
     def describe(self) -> str:
         return f"job {self.job_id} ({self.name}) {self.state}"
@@ -376,32 +383,61 @@ def _lenet_jobs(ctx: Context) -> list[SlurmJob]:
             if j.workdir == f"{ctx.home}{LENET_WORKDIR}"]
 
 
+def rdu_journal(ctx: Context, jobs: list[SlurmJob]) -> dict[tuple[str, str], list[dict]]:
+    """What snd recorded for each job, by (node, job id): its RDUs and its sessions."""
+    found: dict[tuple[str, str], list[dict]] = {}
+    for node in sorted({j.node for j in jobs if j.node}):
+        _, out = ctx.as_root(node, f"cat {SND_JOURNAL} 2>/dev/null")
+        for line in out.splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            found.setdefault((node, str(entry.get("job"))), []).append(entry)
+    return found
+
+
+def _ran_on_rdus(jobs: list[SlurmJob], journal: dict, command: str) -> SlurmJob | None:
+    """The latest completed job with a session whose command line holds `command`."""
+    for job in reversed(jobs):
+        if job.state == "COMPLETED" and any(
+                e["event"] == "session" and command in e.get("command", "")
+                for e in journal.get((job.node, job.job_id), [])):
+            return job
+    return None
+
+
 def sambanova_lenet(ctx: Context) -> list[Criterion]:
     node = first(ctx.nodes.hop, "sambanova") or first(ctx.nodes.login, "sambanova")
     copied = in_home(ctx, node, f"test -f {LENET}/lenet.py")
     compiled = in_home(ctx, node, f"test -s {LENET}/{PEF}")
-    # srun jobs are named after their program: compile, run and test are three `python` jobs.
+    # srun jobs are named after their program (`python`); snd's journal tells run from test.
     jobs = [j for j in _lenet_jobs(ctx) if j.name.startswith("python")]
-    done = [j for j in jobs if j.state == "COMPLETED"]
-    return [
+    journal = rdu_journal(ctx, jobs)
+    criteria = [
         Criterion("the starters copied to ~/apps/starters", copied,
                   "cd ~/ && mkdir -p apps && cp -r /opt/sambaflow/apps/starters apps/starters"),
         Criterion(f"LeNet compiled to {LENET}/{PEF}", compiled,
                   f"on {{sn_node}}: {LENET_VENV} && cd {LENET} && srun python lenet.py compile "
                   "-b=1 --pef-name=\"lenet\" --output-folder=\"pef\""),
-        Criterion("compile, run and test each completed under srun there (three jobs)",
-                  len(done) >= 3,
-                  f"cd {LENET} && srun python lenet.py run --pef=\"{PEF}\" && "
-                  f"srun python lenet.py test --pef=\"{PEF}\""
-                  + f" ({len(done)} of 3 completed so far"
-                  + (f"; your last ended {jobs[-1].describe()})" if jobs else ")"),
-                  ", ".join(j.describe() for j in done[-3:])),
     ]
+    for step in ("run", "test"):
+        job = _ran_on_rdus(jobs, journal, f"lenet.py {step}")
+        criteria.append(Criterion(
+            f"`lenet.py {step}` completed on the RDUs under srun", job is not None,
+            f"cd {LENET} && srun python lenet.py {step} --pef=\"{PEF}\""
+            + last_state([j.describe() for j in jobs], "srun job"),
+            f"{job.describe()} on {job.node}" if job else ""))
+    return criteria
 
 
 def sambanova_sbatch(ctx: Context) -> list[Criterion]:
     jobs = [j for j in _lenet_jobs(ctx) if j.name == "submit-lenet-job.sh"]
     done = [j for j in jobs if j.state == "COMPLETED"]
+    journal = rdu_journal(ctx, done)
+    held = {j.job_id: len(e.get("rdus", [])) for j in done
+            for e in journal.get((j.node, j.job_id), []) if e["event"] == "reserve"}
+    two = next((j for j in reversed(done) if held.get(j.job_id, 0) >= 2), None)
     node = first(ctx.nodes.hop, "sambanova") or first(ctx.nodes.login, "sambanova")
     output = in_home(ctx, node, f"grep -q 'Test Accuracy' {LENET}/pef/lenet/output.log")
     return [
@@ -411,6 +447,12 @@ def sambanova_sbatch(ctx: Context) -> list[Criterion]:
                   "submit-lenet-job.sh`"
                   + last_state([j.describe() for j in jobs], "batch job"),
                   done[-1].describe() if done else ""),
+        Criterion("the batch job held two RDUs (--gres=rdu:2)", two is not None,
+                  "ask Slurm for them: `sbatch --gres=rdu:2 --output=pef/lenet/output.log "
+                  "submit-lenet-job.sh`"
+                  + (f" (your last batch job held {held.get(done[-1].job_id, 0)} RDU(s))"
+                     if done else ""),
+                  f"{two.describe()}: RDUs held on {two.node}: {held[two.job_id]}" if two else ""),
         Criterion("pef/lenet/output.log shows the training run", output,
                   f"cat {LENET}/pef/lenet/output.log once `squeue` no longer lists the job"),
     ]

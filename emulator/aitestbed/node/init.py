@@ -18,6 +18,7 @@ import os
 import pwd
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 NODE = Path("/etc/aitestbed/node")
@@ -37,16 +38,21 @@ def sshd_access(allow_groups: list[str]) -> str:
 
 
 def install_file(src: Path | str, dest: Path, mode: int, uid: int = 0, gid: int = 0) -> None:
-    """Write dest atomically when its content or mode differs."""
+    """Write dest atomically when its content or mode differs.
+
+    The temporary file gets a unique name: on the shared /home every node runs
+    this at once, and each is PID 1 of its own container.
+    """
     data = src.encode() if isinstance(src, str) else Path(src).read_bytes()
     if dest.is_file() and dest.read_bytes() == data and (dest.stat().st_mode & 0o7777) == mode:
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}")
-    tmp.write_bytes(data)
-    os.chown(tmp, uid, gid)
-    tmp.chmod(mode)
-    tmp.replace(dest)
+    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    with os.fdopen(fd, "wb") as tmp:
+        tmp.write(data)
+    os.chown(name, uid, gid)
+    os.chmod(name, mode)
+    os.replace(name, dest)
 
 
 def run(*argv: str) -> None:
@@ -135,7 +141,7 @@ def enrol_passcodes(tokens: dict[str, dict]) -> None:
             install_file(wanted, path, 0o600)
     for path in OATH_DIR.glob("*.oath"):
         if path.stem not in tokens:
-            path.unlink()
+            path.unlink(missing_ok=True)
 
 
 def install_munge_key() -> None:

@@ -11,6 +11,11 @@
 The caller's PID and user come from the socket (SO_PEERCRED), never from the
 request, so a session belongs to a process and ends with it. The state is saved
 on every change: a restart of snd keeps running jobs' RDUs and tiles.
+
+The journal (<state>/journal.jsonl, root only) keeps one JSON line per RDU
+reservation and per session opened: which job held how many RDUs and which
+command ran on them, after the job is gone (Slurm without slurmdbd keeps no
+record of a job's GRES).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from .client import DEFAULT_SOCKET
 from .node import STATES, ForbiddenError, NotFoundError, PlacementError, RduNode
 
 STATE_FILE = "state.json"
+JOURNAL_FILE = "journal.jsonl"
 
 
 def process_command(pid: int) -> str:
@@ -50,6 +56,7 @@ class SndServer(socketserver.ThreadingUnixStreamServer):
         self.socket_path = Path(socket_path)
         self.state_file = Path(state_dir) / STATE_FILE
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        self.journal_file = Path(state_dir) / JOURNAL_FILE
         self.lock = threading.Lock()
         if self.state_file.is_file():
             self.rdus = RduNode.from_dict(json.loads(self.state_file.read_text()))
@@ -65,6 +72,12 @@ class SndServer(socketserver.ThreadingUnixStreamServer):
         tmp = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}")
         tmp.write_text(json.dumps(self.rdus.to_dict(), indent=2, sort_keys=True) + "\n")
         tmp.replace(self.state_file)
+
+    def journal(self, event: str, **fields) -> None:
+        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "event": event, **fields}
+        fd = os.open(self.journal_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a") as journal:
+            journal.write(json.dumps(entry, sort_keys=True) + "\n")
 
     def server_close(self) -> None:
         super().server_close()
@@ -136,7 +149,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return 200, rdus.jobs, False
             case "PUT", ["jobs", job_id]:
                 self._require_root(uid)
-                return 200, rdus.reserve(job_id, str(body["user"]), int(body["rdus"])), True
+                known = job_id in rdus.jobs
+                job = rdus.reserve(job_id, str(body["user"]), int(body["rdus"]))
+                if not known:
+                    self.server.journal("reserve", job=job_id, **job)
+                return 200, job, True
             case "DELETE", ["jobs", job_id]:
                 self._require_root(uid)
                 rdus.release(job_id)
@@ -147,6 +164,8 @@ class _Handler(BaseHTTPRequestHandler):
                     pid=pid, start_ticks=start or 0, user=user, command=process_command(pid),
                     job_id=body.get("job_id"), tiles=int(body["tiles"]),
                     data_parallel=bool(body.get("data_parallel")), caller_is_root=uid == 0)
+                self.server.journal("session", job=session.job_id, user=user,
+                                    command=session.command, tiles=session.tiles)
                 return 200, {"id": session.id, "tiles": session.tiles}, True
             case "PUT", ["sessions", session_id, "state"]:
                 state = body["state"]
