@@ -52,14 +52,27 @@ def cli(ctx: click.Context, name: str) -> None:
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Block until every service is ready.")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for readiness.")
+@click.option("--recreate", is_flag=True,
+              help="Replace the containers of nodes running an image older than this "
+                   "checkout's. Keeps /home, /projects, /software, queued jobs and WSJobs; "
+                   "what ran and the nodes' own logs start over.")
 @click.pass_context
 def up(ctx: click.Context, profile: str | None, systems: str | None, wait: bool,
-       timeout: float) -> None:
+       timeout: float, recreate: bool) -> None:
     """Create or start the cluster (idempotent; keeps /home and /projects)."""
     started = time.monotonic()
     name = ctx.obj["name"]
-    topology = lifecycle.up(name, profile, parse_systems(systems), practice_user_name(),
-                            wait=wait, timeout=timeout)
+    result = lifecycle.up(name, profile, parse_systems(systems), practice_user_name(),
+                          wait=wait, timeout=timeout, recreate=recreate)
+    topology = result.topology
+    if result.replaced:
+        click.echo(f"aitestbed: replaced {len(result.replaced)} containers with this checkout's "
+                   f"images: {', '.join(result.replaced)}", err=True)
+    if result.outdated:
+        click.echo(f"aitestbed: warning: {len(result.outdated)} nodes run images older than "
+                   f"this checkout's ({', '.join(result.outdated)}); `aitestbed --name {name} "
+                   "up --recreate` replaces them, keeping /home, /projects, /software, queued "
+                   "jobs and WSJobs", err=True)
     state = _state(ctx)
     path = sshconfig.write(state, state.load(), topology)
     verb = "ready" if wait else "started"

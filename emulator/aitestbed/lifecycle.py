@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import docker
 from docker.errors import APIError, NotFound
@@ -72,8 +73,21 @@ def _assign_ports(state: ClusterState, topology: Topology, record: ClusterRecord
             record.ports[node.name] = port
 
 
+@dataclass
+class UpResult:
+    topology: Topology
+    outdated: list[str]  # nodes left running an image older than this checkout's
+    replaced: list[str]  # nodes whose container was replaced by one of the current image
+
+
 def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
-       wait: bool = True, timeout: float = 180) -> Topology:
+       wait: bool = True, timeout: float = 180, recreate: bool = False) -> UpResult:
+    """Create or start the cluster.
+
+    Containers are kept across `up` (that is what keeps node-local state); a node
+    whose image is older than this checkout's is reported, or with `recreate`
+    replaced. Volumes (/home, /projects, /software, the controllers' state) stay.
+    """
     client = connect()
     state = ClusterState(name)
     record = _record(state, profile, systems, user)
@@ -92,6 +106,12 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
             _ensure_volume(client, name, node_volume_name(name, node.name, path), path)
 
     existing = {c.labels.get(LABEL_NODE): c for c in cluster_containers(client, name)}
+    outdated = sorted(n.name for n in topology.nodes if n.name in existing
+                      and existing[n.name].attrs["Config"]["Image"] != tags[n.node_class])
+    if recreate and outdated:
+        replaced = [existing.pop(n) for n in outdated]
+        with ThreadPoolExecutor(PARALLEL * 2) as pool:
+            list(pool.map(lambda c: c.remove(force=True), replaced))
     _check_ports(topology, record, existing)
     started = time.monotonic()
     with ThreadPoolExecutor(PARALLEL) as pool:
@@ -100,7 +120,9 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     if wait:
         wait_ready(client, name, [n.name for n in topology.nodes],
                    timeout=max(1.0, timeout - (time.monotonic() - started)))
-    return topology
+    if recreate:
+        return UpResult(topology, [], outdated)
+    return UpResult(topology, outdated, [])
 
 
 def _ensure_network(client: docker.DockerClient, name: str):

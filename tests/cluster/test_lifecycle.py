@@ -98,3 +98,49 @@ def test_a_node_removed_behind_the_clis_back_is_recreated_with_its_identity(clus
     result = cluster.ssh("sambanova", "ssh -o BatchMode=yes sn30-r1-h1 'hostname; id -u'")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["sn30-r1-h1", "10001"]
+
+
+def test_nodes_on_older_images_are_reported_and_replaced_keeping_data_and_queued_jobs(
+        cluster, monkeypatch):
+    """A checkout with new code: `up` names the nodes left on older images, and
+    `up --recreate` replaces them; /home and the queued jobs stay."""
+    from aitestbed import images, lifecycle
+
+    client = docker.from_env()
+    current = images.ensure_class_images(client, ["rdu_node", "slurmctld"])
+    older = {c: f"{tag.split(':')[0]}:older-{cluster.name}" for c, tag in current.items()}
+    for node_class, tag in older.items():
+        client.images.get(current[node_class]).tag(tag)
+    real = images.ensure_class_images
+
+    def on_older_images(client, classes):
+        return {**real(client, classes), **older}
+
+    sambanova = cluster.host("sambanova")
+    sambanova.check_output(f"su {cluster.user} -c 'echo kept > /home/{cluster.user}/older.txt'")
+    queued = sambanova.check_output(
+        f"cd /tmp && runuser -u {cluster.user} -- sbatch --parsable --begin=now+1hour "
+        "--gres=rdu:1 --wrap true").strip()
+    try:
+        monkeypatch.setattr(images, "ensure_class_images", on_older_images)
+        lifecycle.up(cluster.name, None, None, cluster.user, recreate=True)
+        monkeypatch.undo()
+        replaced = {"sn30-slurmctld", "sn10-slurmctld", "gc-slurmctld", "sn30-r1-h1",
+                    "sm-01", "sm-02"} & set(NODES)
+        result = cluster.cli("up")
+        assert "nodes run images older than this checkout's" in result.stderr
+        assert all(n in result.stderr for n in replaced)
+        assert "up --recreate" in result.stderr
+        result = cluster.cli("up", "--recreate")
+        assert f"replaced {len(replaced)} containers" in result.stderr
+        for node in replaced:
+            image = client.containers.get(cluster.container(node)).attrs["Config"]["Image"]
+            assert image in current.values()
+        assert "older" not in cluster.cli("up").stderr
+        assert cluster.host("sm-01").file(f"/home/{cluster.user}/older.txt").content_string \
+            == "kept\n"
+        assert sambanova.check_output(f"squeue -h -j {queued} -o %T") == "PENDING"
+    finally:
+        sambanova.run(f"scancel {queued}")
+        for tag in older.values():
+            client.images.remove(tag)
