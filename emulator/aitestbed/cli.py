@@ -225,8 +225,11 @@ def login(ctx: click.Context, hosts: tuple[str, ...], user: str | None) -> None:
 @click.option("--typed", is_flag=True,
               help="Print what to type at `Password:`: for CRYPTOCard users the PIN, then "
                    "the code (for SSH_ASKPASS).")
+@click.option("--ahead", type=click.IntRange(0, 1), default=0, envvar="AITESTBED_PASSCODE_AHEAD",
+              hidden=True)  # the next step's code, which pam_oath's window takes (log_in)
 @click.pass_context
-def passcode_cmd(ctx: click.Context, user: str | None, watch: bool, typed: bool) -> None:
+def passcode_cmd(ctx: click.Context, user: str | None, watch: bool, typed: bool,
+                 ahead: int) -> None:
     """The current one-time passcode of USER (default: the practice user), as MobilePASS+ shows it.
 
     \b
@@ -245,7 +248,7 @@ def passcode_cmd(ctx: click.Context, user: str | None, watch: bool, typed: bool)
     token = registry.token(user)
     show = passcode.typed if typed else passcode.code
     if not watch:
-        click.echo(show(token))
+        click.echo(show(token, time.time() + ahead * passcode.STEP))
         if token.get("pin") and not typed and sys.stderr.isatty():
             click.echo("(CRYPTOCard: type your 4-digit PIN, then this code)", err=True)
         return

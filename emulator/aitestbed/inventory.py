@@ -41,7 +41,7 @@ class Node:
     ssh_publish: bool = False
     ssh_mfa: bool = False  # logins take a one-time passcode (login nodes, as at ALCF)
     ssh_port: int | None = None
-    mounts: tuple[str, ...] = ()
+    mounts: tuple[str, ...] = ()  # cluster-wide volumes: shared trees, the passcode store
     volumes: tuple[str, ...] = ()  # node-local directories kept on a volume of their own
     services: tuple[str, ...] = ()  # runit services enabled besides sshd
     slurm_cluster: str = ""
@@ -180,7 +180,8 @@ def _node(name: str, hv: dict) -> Node:
         ssh_publish=bool(hv.get("ssh_publish")),
         ssh_mfa=bool(hv.get("sshd_mfa")),
         ssh_port=int(port) if port else None,
-        mounts=tuple(hv.get("shared_storage_mounts") or ()),
+        mounts=tuple(hv.get("shared_storage_mounts") or ())
+        + ((hv["sshd_oath_dir"],) if hv.get("sshd_mfa") else ()),  # one passcode store
         volumes=tuple(hv.get("node_volumes") or ()),
         services=tuple(hv.get("node_services") or ()),
         slurm_cluster=hv.get("slurm_cluster") or "",

@@ -77,8 +77,8 @@ def start_run(cluster, name: str, args: str = "", scale: float = 0.2) -> None:
 
 def execute_job_of(cluster, label: str, phase: str | None = None) -> dict | None:
     for job in csctl_jobs(cluster, "-l", f"name={label}"):
-        if job["spec"]["jobType"] == "execute" and (phase is None or
-                                                     job["status"].get("phase") == phase):
+        current = (job.get("status") or {}).get("phase")  # none until the scheduler saw it
+        if job["spec"]["jobType"] == "execute" and phase in (None, current):
             return job
     return None
 
@@ -168,6 +168,20 @@ def test_log_export_gives_the_jobs_logs(cluster, smoketest):
                                  f"tar tzf {name}.tar.gz && rm {name}.tar.gz")
     assert rc == 0, out
     assert f"{name}/workload.log" in out and f"{name}/result.json" in out
+
+
+def test_the_api_server_audits_users_listing_their_jobs_and_nothing_else(cluster):
+    """`csctl get jobs` leaves a record (the exercises read it); the appliance's polling
+    does not."""
+    rc, out = cluster.run(LOGIN, "csctl get jobs")
+    assert rc == 0, out
+    log = cluster.host(MGMT).check_output("cat /var/log/kubernetes/audit.log")
+    events = [json.loads(line) for line in log.splitlines()]
+    assert any(e["verb"] == "list" and e["user"]["username"] == cluster.user
+               and e["objectRef"]["resource"] == "wsjobs" for e in events)
+    assert all("cerebras-users" in e["user"].get("groups", []) and e["verb"] == "list"
+               for e in events)
+    assert cluster.host(MGMT).file("/var/log/kubernetes").mode == 0o700
 
 
 def test_csctl_help_and_version(cluster):

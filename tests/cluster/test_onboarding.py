@@ -12,6 +12,7 @@ import time
 
 import pytest
 import yaml
+from aitestbed import passcode
 
 from .conftest import AITESTBED
 
@@ -110,6 +111,16 @@ def test_cryptocard_users_type_their_pin_then_the_code(cluster, onboarded):
     assert password_login(cluster, "gc-login-01", "bob", "1357" + code).returncode == 255
     result = password_login(cluster, "gc-login-01", "bob", "2468" + code)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_code_is_taken_once_across_the_login_nodes(cluster, onboarded):
+    """The login nodes share one passcode store, as ALCF checks codes centrally."""
+    time.sleep(passcode.seconds_left() + 0.5)  # a step whose code nobody has used yet
+    code = fresh_code(cluster, "bob")
+    first = password_login(cluster, "gc-login-01", "bob", "2468" + code)
+    assert first.returncode == 0, first.stderr
+    elsewhere = password_login(cluster, "sambanova", "bob", "2468" + code)
+    assert elsewhere.returncode == 255 and "Permission denied" in elsewhere.stderr
 
 
 def test_a_user_without_the_system_grant_is_refused_there(cluster, onboarded):

@@ -158,17 +158,32 @@ def test_fc_mnist_reports_the_failed_execute_job_and_the_run_command():
         missing[1].hint
 
 
-def test_cancel_needs_a_job_the_learner_cancelled():
+def audit(user: str, verb: str = "list", code: int = 200, resource: str = "wsjobs") -> str:
+    """One line of the API server's audit log."""
+    return json.dumps({"kind": "Event", "verb": verb, "stage": "ResponseComplete",
+                       "user": {"username": user, "groups": ["cerebras-users"]},
+                       "objectRef": {"resource": resource, "namespace": "job-operator",
+                                     "apiGroup": "jobs.cerebras.com"},
+                       "responseStatus": {"code": code},
+                       "requestReceivedTimestamp": "2025-01-01T10:00:00.000000Z"}) + "\n"
+
+
+def test_cancel_needs_a_listing_and_a_job_the_learner_cancelled():
     cancelled = wsjob("wsjob-x", "execute", "CANCELLED", cancelReason=f"canceled by {USER}")
-    probe = FakeProbe().on("cer-mgmt-01", "kubectl get wsjobs", kubectl(cancelled))
-    [criterion] = checks.cerebras_cancel(context(probe))
-    assert criterion.done and criterion.evidence == "wsjob-x CANCELLED"
+    probe = (FakeProbe().on("cer-mgmt-01", "kubectl get wsjobs", kubectl(cancelled))
+             .on("cer-mgmt-01", "/var/log/kubernetes/audit", audit(USER)))
+    listed, cancel = checks.cerebras_cancel(context(probe))
+    assert listed.done and listed.evidence == "last at 2025-01-01T10:00:00.000000Z"
+    assert cancel.done and cancel.evidence == "wsjob-x CANCELLED"
     by_staff = wsjob("wsjob-y", "execute", "CANCELLED", cancelReason="canceled by admin")
-    probe = FakeProbe().on("cer-mgmt-01", "kubectl get wsjobs",
-                           kubectl(by_staff, wsjob("wsjob-z", "execute", "SUCCEEDED")))
-    [criterion] = checks.cerebras_cancel(context(probe))
-    assert not criterion.done
-    assert "csctl get jobs" in criterion.hint and "csctl cancel job <NAME>" in criterion.hint
+    probe = (FakeProbe().on("cer-mgmt-01", "kubectl get wsjobs",
+                            kubectl(by_staff, wsjob("wsjob-z", "execute", "SUCCEEDED")))
+             .on("cer-mgmt-01", "/var/log/kubernetes/audit",  # others', refused, not a list
+                 audit("other") + audit(USER, code=403) + audit(USER, verb="get")))
+    listed, cancel = checks.cerebras_cancel(context(probe))
+    assert not listed.done and "csctl get jobs" in listed.hint
+    assert not cancel.done
+    assert "csctl get jobs" in cancel.hint and "csctl cancel job <NAME>" in cancel.hint
 
 
 # Graphcore ------------------------------------------------------------------

@@ -46,6 +46,12 @@ def test_data_is_mounted_on_sambanova_nodes_only(alcf):
         assert {"/home", "/projects", "/software"} <= set(node.mounts)
 
 
+def test_the_login_nodes_share_one_passcode_store(alcf):
+    sharing = {n.name for n in alcf.nodes if "/etc/oath/users" in n.mounts}
+    assert sharing == {n.name for n in alcf.nodes if n.ssh_mfa}
+    assert {"cer-login-01", "gc-login-01", "sambanova"} <= sharing
+
+
 def test_only_login_nodes_publish_ssh(alcf):
     assert {n.name for n in alcf.nodes if n.ssh_publish} == {
         "cer-login-01", "cer-login-02", "cer-login-03", "gc-login-01", "gc-login-02", "sambanova"}

@@ -22,6 +22,7 @@ from .probe import Probe
 SSHD_LOG = "/var/log/sshd.log"
 JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"
 SND_JOURNAL = "/var/lib/snd/journal.jsonl"
+KUBE_AUDIT_LOGS = "/var/log/kubernetes/audit*.log"
 HTTP_TIMEOUT = 5.0
 
 
@@ -276,16 +277,39 @@ def cerebras_fc_mnist(ctx: Context) -> list[Criterion]:
     return criteria
 
 
+def wsjob_listings(ctx: Context) -> list[str]:
+    """When the user listed the wsjobs (`csctl get jobs`), from the API server's audit log."""
+    found = []
+    for node in ctx.nodes.management:
+        _, out = ctx.as_root(node, f"cat {KUBE_AUDIT_LOGS} 2>/dev/null")
+        for line in out.splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if (event.get("verb") == "list"
+                    and (event.get("user") or {}).get("username") == ctx.user
+                    and (event.get("objectRef") or {}).get("resource") == "wsjobs"
+                    and (event.get("responseStatus") or {}).get("code") == 200):
+                found.append(event.get("requestReceivedTimestamp", ""))
+    return sorted(found)
+
+
 def cerebras_cancel(ctx: Context) -> list[Criterion]:
+    listed = wsjob_listings(ctx)
     jobs = wsjobs(ctx)
     mine = [j for j in jobs if _phase(j) == "CANCELLED"
             and j["spec"].get("cancelReason") == f"canceled by {ctx.user}"]
-    return [Criterion(
-        "cancelled one of your jobs with csctl while it was queued or running", bool(mine),
-        "start a run in the background (add `AITESTBED_TIME_SCALE=1` before python to run at "
-        "the real system's pace), list it with `csctl get jobs`, then "
-        "`csctl cancel job <NAME>`",
-        f"{mine[-1]['metadata']['name']} CANCELLED" if mine else "")]
+    return [
+        Criterion("listed your jobs with `csctl get jobs`", bool(listed),
+                  "on {cer_login}: `csctl get jobs` (the NAME column is what cancel takes)",
+                  f"last at {listed[-1]}" if listed else ""),
+        Criterion(
+            "cancelled one of your jobs with csctl while it was queued or running", bool(mine),
+            "start a run in the background (add `AITESTBED_TIME_SCALE=1` before python to run "
+            "at the real system's pace), list it with `csctl get jobs`, then "
+            "`csctl cancel job <NAME>`",
+            f"{mine[-1]['metadata']['name']} CANCELLED" if mine else "")]
 
 
 # Graphcore ------------------------------------------------------------------
