@@ -167,6 +167,18 @@ def last_state(jobs: list, what: str) -> str:
     return f" (your last {what} ended {jobs[-1]})" if jobs else ""
 
 
+def json_lines(ctx: Context, node: str, paths: str) -> list[dict]:
+    """The records of a JSON-lines log on a node, read as root (a torn last line is skipped)."""
+    _, out = ctx.as_root(node, f"cat {paths} 2>/dev/null")
+    records = []
+    for line in out.splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
 def in_home(ctx: Context, node: str, test: str) -> bool:
     """`test` (a shell condition, paths relative to the home) holds, as the user."""
     return ctx.as_user(node, f"cd ~ && {test}")[0] == 0
@@ -281,12 +293,7 @@ def wsjob_listings(ctx: Context) -> list[str]:
     """When the user listed the wsjobs (`csctl get jobs`), from the API server's audit log."""
     found = []
     for node in ctx.nodes.management:
-        _, out = ctx.as_root(node, f"cat {KUBE_AUDIT_LOGS} 2>/dev/null")
-        for line in out.splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        for event in json_lines(ctx, node, KUBE_AUDIT_LOGS):
             if (event.get("verb") == "list"
                     and (event.get("user") or {}).get("username") == ctx.user
                     and (event.get("objectRef") or {}).get("resource") == "wsjobs"
@@ -411,12 +418,7 @@ def rdu_journal(ctx: Context, jobs: list[SlurmJob]) -> dict[tuple[str, str], lis
     """What snd recorded for each job, by (node, job id): its RDUs and its sessions."""
     found: dict[tuple[str, str], list[dict]] = {}
     for node in sorted({j.node for j in jobs if j.node}):
-        _, out = ctx.as_root(node, f"cat {SND_JOURNAL} 2>/dev/null")
-        for line in out.splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        for entry in json_lines(ctx, node, SND_JOURNAL):
             found.setdefault((node, str(entry.get("job"))), []).append(entry)
     return found
 
