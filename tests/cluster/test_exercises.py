@@ -1,13 +1,13 @@
 """The exercises on a running cluster: the practice user does some as the guide says and
-passes; a new user who did nothing, or did it wrong, is told what to do next.
-
-The long workflows (venvs, trainings) are left to `make rehearse`.
+passes; a new user who did nothing, or did it wrong, is told what to do next; and
+`make rehearse`'s scripted learner, a new user onboarded here, passes every one.
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -136,3 +136,21 @@ def test_a_wrong_attempt_is_named_in_the_hint(cluster, newcomer):
     assert "(your last srun job ended job" in check.stdout
     assert "(python) FAILED)" in check.stdout
 
+
+
+def test_a_scripted_learner_passes_every_exercise(cluster):
+    """`make rehearse` on this cluster: a new user onboarded with the staff's playbook does
+    each exercise's steps as the guide gives them (venvs, trainings, jobs, scp, ssh -L),
+    and every check, reading the cluster's real state, passes."""
+    learner = f"rh{uuid.uuid4().hex[:5]}"
+    result = subprocess.run([sys.executable, "-m", "aitestbed.exercises.rehearse",
+                             "--cluster", cluster.name, "--user", learner],
+                            capture_output=True, text=True, timeout=1800, check=False)
+    report = result.stdout
+    assert result.returncode == 0, report[-4000:] + result.stderr[-2000:]
+    assert f"aitestbed rehearsal: cluster {cluster.name}, new user {learner}" in report
+    assert "12/12 exercises passed" in report
+    progress = exercise(cluster, "list", "--user", learner)
+    assert progress.returncode == 0, progress.stderr
+    statuses = [line.split()[2] for line in progress.stdout.splitlines()[1:]]
+    assert statuses == ["passed"] * 12, progress.stdout

@@ -407,6 +407,15 @@ def test_the_rehearsal_scripts_every_exercise_once():
     assert sorted(staged) == sorted(names)
 
 
+def test_the_rehearsal_onboards_with_an_id_nobody_has():
+    from aitestbed.exercises import rehearse
+    assert rehearse.free_uid({"users": []}) == 20001
+    accounts = {"users": [{"name": "a", "uid": 20001, "gid": 20001}],
+                "groups": [{"name": "graphcore", "gid": 20002}],
+                "projects": [{"name": "P", "gid": 20003}]}
+    assert rehearse.free_uid(accounts) == 20004
+
+
 def test_fill_leaves_shell_braces_alone():
     assert catalog.fill("ssh {gc_node} 'echo ${HOME} {x}'", {"gc_node": "gc-poplar-02"}) == \
         "ssh gc-poplar-02 'echo ${HOME} {x}'"

@@ -32,7 +32,7 @@ from . import catalog, checks
 from .session import Result, Session
 
 AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
-NEW_UID = 20001
+FIRST_UID = 20001
 STEP_TIMEOUT = 900.0
 POLL = 1.0
 
@@ -377,10 +377,18 @@ def aitestbed(cluster: str, *args: str, log: Path) -> None:
                              f"(exit {result.returncode}); see {log}")
 
 
-def onboard(cluster: str, user: str, log: Path) -> str:
+def free_uid(accounts: dict) -> int:
+    """The first uid from FIRST_UID that no user, group or project has (uid = its group's
+    gid), so the rehearsal can onboard on a cluster that has users already."""
+    taken = {entry[key] for kind in ("users", "groups", "projects")
+             for entry in accounts.get(kind, []) for key in ("uid", "gid") if key in entry}
+    return next(uid for uid in range(FIRST_UID, 60000) if uid not in taken)
+
+
+def onboard(cluster: str, user: str, uid: int, log: Path) -> str:
     """The staff's onboarding playbook for a new user with all three systems."""
     with tempfile.NamedTemporaryFile("w", suffix=".yml", prefix="rehearse-") as people:
-        yaml.safe_dump({"accounts": [{"name": user, "uid": NEW_UID,
+        yaml.safe_dump({"accounts": [{"name": user, "uid": uid,
                                       "systems": ["cerebras", "graphcore", "sambanova"]}]},
                        people)
         people.flush()
@@ -470,7 +478,7 @@ def main(cluster: str | None, user: str, keep: bool, only: str | None) -> None:
         session = Session(name)
         if cluster is None or user not in {u["name"] for u in session.users()}:
             rehearsal.phase("onboarding (playbook onboard-user)",
-                            lambda: onboard(name, user, log))
+                            lambda: onboard(name, user, free_uid(session.accounts()), log))
         else:
             say(f"{user} is already a user of {name}: not onboarded again")
         rehearsal.phase("exercises", lambda: rehearse_exercises(

@@ -84,13 +84,20 @@ class Session:
         return found
 
     # learners -----------------------------------------------------------------
-    def users(self) -> list[dict]:
+    def accounts(self) -> dict:
+        """The cluster's accounts.json: groups, projects and users."""
         path = self.state.common_dir / "accounts.json"
         try:
-            return json.loads(path.read_text())["users"]
-        except (OSError, ValueError, KeyError):
+            accounts = json.loads(path.read_text())
+        except (OSError, ValueError):
+            accounts = None
+        if not isinstance(accounts, dict) or not isinstance(accounts.get("users"), list):
             raise AitestbedError(f"cluster {self.state.name!r} has no account list ({path}): "
-                                 f"run `aitestbed --name {self.state.name} up`") from None
+                                 f"run `aitestbed --name {self.state.name} up`")
+        return accounts
+
+    def users(self) -> list[dict]:
+        return self.accounts()["users"]
 
     def learner(self, name: str | None) -> tuple[str, int]:
         """(user, uid); the practice user by default."""
