@@ -8,6 +8,8 @@ missing=()
 "$python" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+# Users copy data to the login nodes with scp or rsync (the guide's Data Transfer).
+command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 # The unit tests clone the modelzoo from the mirror its role builds.
 command -v git >/dev/null 2>&1 || missing+=(git)
 # Unit tests of the vendor facades run on Debian's CPU PyTorch (the venv sees it).

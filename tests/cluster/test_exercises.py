@@ -79,6 +79,30 @@ def test_data_transfer_with_scp(cluster):
     assert after.returncode == 0, after.stdout
 
 
+def test_rsync_both_ways_rides_the_shared_connection(cluster, tmp_path):
+    """The guide's other transfer tool: rsync over the config's ssh asks no passcode."""
+    source = tmp_path / "results"
+    (source / "run1").mkdir(parents=True)
+    (source / "summary.txt").write_text("alpha\n")
+    (source / "run1" / "loss.csv").write_text("step,loss\n1,2.30\n")
+    target = f"rsync-{uuid.uuid4().hex[:6]}"
+    ssh = f"ssh -F {cluster.ssh_config} -o BatchMode=yes"
+
+    def rsync(src: str, dest: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["rsync", "-a", "-e", ssh, src, dest], capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    sent = rsync(f"{source}/", f"{LOGIN}:{target}/")
+    assert sent.returncode == 0, sent.stderr
+    rc, out = cluster.run(LOGIN, f"cat {target}/summary.txt {target}/run1/loss.csv")
+    assert (rc, out) == (0, "alpha\nstep,loss\n1,2.30\n")
+    back = tmp_path / "back"
+    fetched = rsync(f"{LOGIN}:{target}/", f"{back}/")
+    assert fetched.returncode == 0, fetched.stderr
+    assert (back / "run1" / "loss.csv").read_text() == "step,loss\n1,2.30\n"
+    cluster.run(LOGIN, f"rm -rf {target}")
+
+
 def test_port_forwarding_reaches_the_server_on_the_sambanova_node(cluster):
     if subprocess.run(["ss", "-Hltn", "sport = :16006"], capture_output=True,
                       text=True).stdout.strip():
