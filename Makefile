@@ -47,8 +47,9 @@ cluster-destroy: venv
 status: venv
 	$(AITESTBED) status
 
+# The fast unit tests first: a failure there stops before a cluster is brought up.
 test: venv engine
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests/unit tests/cluster
 
 test-unit: venv
 	$(BIN)/pytest tests/unit

@@ -416,6 +416,12 @@ def test_the_rehearsal_onboards_with_an_id_nobody_has():
     assert rehearse.free_uid(accounts) == 20004
 
 
+def test_the_report_gives_the_wall_time_in_minutes_and_seconds():
+    from aitestbed.exercises import rehearse
+    assert rehearse.minutes_and_seconds(354.2) == "5 min 54 s"
+    assert rehearse.minutes_and_seconds(59.6) == "1 min 00 s"
+
+
 def test_fill_leaves_shell_braces_alone():
     assert catalog.fill("ssh {gc_node} 'echo ${HOME} {x}'", {"gc_node": "gc-poplar-02"}) == \
         "ssh gc-poplar-02 'echo ${HOME} {x}'"

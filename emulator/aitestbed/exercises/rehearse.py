@@ -345,7 +345,8 @@ class Rehearsal:
     def report(self) -> str:
         total = time.monotonic() - self.started
         lines = [f"aitestbed rehearsal: cluster {self.cluster}, new user {self.user}", ""]
-        lines += [f"  {name:<34} {seconds:7.1f} s  {note}".rstrip()
+        width = max((len(name) for name, _, _ in self.phases), default=0)
+        lines += [f"  {name:<{width}} {seconds:7.1f} s  {note}".rstrip()
                   for name, seconds, note in self.phases]
         lines += ["", f"  {'EXERCISE':<20} {'RESULT':<6} {'TIME':>9}", ""]
         for o in self.outcomes:
@@ -358,8 +359,13 @@ class Rehearsal:
                     lines += [f"      todo: {c.text}", f"      next: {c.hint}"]
         passed = sum(o.passed for o in self.outcomes)
         lines += ["", f"  {passed}/{len(self.outcomes)} exercises passed; total wall time "
-                      f"{total / 60:.0f} min {total % 60:02.0f} s ({total:.1f} s)"]
+                      f"{minutes_and_seconds(total)} ({total:.1f} s)"]
         return "\n".join(lines)
+
+
+def minutes_and_seconds(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
 
 
 def say(text: str) -> None:
