@@ -14,7 +14,7 @@ AITESTBED := $(BIN)/aitestbed --name $(NAME)
 
 help:
 	@echo "make cluster-up [PROFILE=alcf|mini] [SYSTEMS=graphcore,sambanova] [NAME=aitestbed]"
-	@echo "make test        unit tests, then cluster tests on a cluster of their own"
+	@echo "make test        cluster tests on a cluster of their own, then unit tests"
 	@echo "make cluster-down | cluster-destroy | status | lint | bench"
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -47,9 +47,10 @@ cluster-destroy: venv
 status: venv
 	$(AITESTBED) status
 
-# The fast unit tests first: a failure there stops before a cluster is brought up.
+# tests/cluster first: bringing its cluster up builds the images and fetches the MNIST
+# archive that some of the facades' unit tests use (they skip without it).
 test: venv engine
-	$(BIN)/pytest tests/unit tests/cluster
+	$(BIN)/pytest tests/cluster tests/unit
 
 test-unit: venv
 	$(BIN)/pytest tests/unit
