@@ -161,7 +161,6 @@ def test_a_wrong_attempt_is_named_in_the_hint(cluster, newcomer):
     assert "(python) FAILED)" in check.stdout
 
 
-
 def test_a_scripted_learner_passes_every_exercise(cluster):
     """`make rehearse` on this cluster: a new user onboarded with the staff's playbook does
     each exercise's steps as the guide gives them (venvs, trainings, jobs, scp, ssh -L),
