@@ -25,11 +25,16 @@ import docker
 import yaml
 from docker.errors import APIError, BuildError, ImageNotFound
 
-from .errors import AitestbedError
-from .inventory import project_root
-from .naming import LABEL_BUILD, LABEL_CLASS
-from .playbook import run_playbook
-from .sdk_artifacts import build_cerebras, build_graphcore, build_kubernetes, build_sambanova
+from aitestbed.errors import AitestbedError
+from aitestbed.inventory import project_root
+from aitestbed.naming import LABEL_BUILD, LABEL_CLASS
+from aitestbed.playbook import run_playbook
+from aitestbed.sdk_artifacts import (
+    build_cerebras,
+    build_graphcore,
+    build_kubernetes,
+    build_sambanova,
+)
 
 ENTRYPOINT = ["/usr/bin/tini", "--"]
 CMD = ["/opt/aitestbed/venv/bin/aitestbed-node-init"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import AitestbedError
+from aitestbed.errors import AitestbedError
 
 SYSTEMS = ("cerebras", "graphcore", "sambanova")
 PROFILE_ALIASES = {"full": "alcf"}

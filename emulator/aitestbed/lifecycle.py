@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import docker
 from docker.errors import APIError, NotFound
 
-from . import images
-from .engine import connect
-from .errors import AitestbedError
-from .health import wait_ready
-from .inventory import PROFILE_ALIASES, Node, Topology
-from .inventory import load as load_inventory
-from .naming import (
+from aitestbed import images
+from aitestbed.engine import connect
+from aitestbed.errors import AitestbedError
+from aitestbed.health import wait_ready
+from aitestbed.inventory import PROFILE_ALIASES, Node, Topology
+from aitestbed.inventory import load as load_inventory
+from aitestbed.naming import (
     LABEL_CLASS,
     LABEL_CLUSTER,
     LABEL_NODE,
@@ -30,7 +30,7 @@ from .naming import (
     node_volume_name,
     volume_name,
 )
-from .state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
+from aitestbed.state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
 
 PARALLEL = 4
 

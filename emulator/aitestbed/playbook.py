@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .errors import AitestbedError
-from .inventory import project_root
+from aitestbed.errors import AitestbedError
+from aitestbed.inventory import project_root
 
 
 def ansible_env() -> dict[str, str]:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import yaml
 
-from .datasets import mnist
-from .errors import AitestbedError
-from .inventory import project_root
-from .wheels import build_wheel
+from aitestbed.datasets import mnist
+from aitestbed.errors import AitestbedError
+from aitestbed.inventory import project_root
+from aitestbed.wheels import build_wheel
 
 
 def _fresh_output(root: Path, vendor: str) -> Path:

@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import passcode
-from .inventory import Topology
-from .state import ClusterRecord, ClusterState
+from aitestbed import passcode
+from aitestbed.inventory import Topology
+from aitestbed.state import ClusterRecord, ClusterState
 
 CONTROL_PERSIST = "30m"
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with the final NUL

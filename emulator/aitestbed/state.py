@@ -24,10 +24,10 @@ from pathlib import Path
 
 import yaml
 
-from . import accounts, kube_pki, slurmconf
-from .errors import AitestbedError
-from .inventory import Node, Topology
-from .naming import container_name
+from aitestbed import accounts, kube_pki, slurmconf
+from aitestbed.errors import AitestbedError
+from aitestbed.inventory import Node, Topology
+from aitestbed.naming import container_name
 
 DEFAULT_USER = "trainee"
 ASKPASS = """#!/bin/sh

@@ -31,9 +31,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..node.processes import process_alive, process_start_ticks
-from . import config, wsjob
-from .kubeapi import ApiError, Credentials, KubeApi, Unreachable
+from aitestbed.cerebras import config, wsjob
+from aitestbed.cerebras.kubeapi import ApiError, Credentials, KubeApi, Unreachable
+from aitestbed.node.processes import process_alive, process_start_ticks
 
 TICK_SECONDS = 0.5
 KILL_GRACE_SECONDS = 1.0

@@ -13,7 +13,7 @@ import os
 import pwd
 from pathlib import Path
 
-from .kubeapi import NAMESPACE, Credentials
+from aitestbed.cerebras.kubeapi import NAMESPACE, Credentials
 
 USERNODE_CONFIG = Path(os.environ.get("CEREBRAS_CSCONFIG", "/opt/cerebras/config_v2"))
 CREDENTIALS_ROOT = Path("/etc/cerebras/credentials")

@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import config, wsjob
-from .kubeapi import ApiError, KubeApi, Unreachable
-from .scheduler import Decisions, Limits, decide
+from aitestbed.cerebras import config, wsjob
+from aitestbed.cerebras.kubeapi import ApiError, KubeApi, Unreachable
+from aitestbed.cerebras.scheduler import Decisions, Limits, decide
 
 RESYNC_SECONDS = 2
 

@@ -14,8 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from . import config, wsjob
-from .kubeapi import ApiError, KubeApi, Unreachable
+from aitestbed.cerebras import config, wsjob
+from aitestbed.cerebras.kubeapi import ApiError, KubeApi, Unreachable
 
 VERSION = "2.1.1"
 DASHBOARD = ("https://grafana.cerebras1.lab.alcf.anl.gov/d/WebHNShVz/wsjob-dashboard"

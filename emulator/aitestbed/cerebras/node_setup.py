@@ -18,9 +18,9 @@ import pwd
 import shutil
 from pathlib import Path
 
-from ..node.init import CLUSTER, NODE, install_file
-from .config import CREDENTIALS_ROOT, USERNODE_CONFIG
-from .kubeapi import NAMESPACE
+from aitestbed.cerebras.config import CREDENTIALS_ROOT, USERNODE_CONFIG
+from aitestbed.cerebras.kubeapi import NAMESPACE
+from aitestbed.node.init import CLUSTER, NODE, install_file
 
 SERVICE_USER = "wsjob"
 SOFTWARE_SOURCE = Path("/opt/cerebras/software")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field
 
-from . import wsjob
+from aitestbed.cerebras import wsjob
 
 COMPILE_MEMORY = "67Gi"
 MORE_INFO = "For more information, please run 'csctl get jobs'."

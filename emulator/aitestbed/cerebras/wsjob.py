@@ -16,7 +16,7 @@ import json
 import secrets
 import string
 
-from .kubeapi import GROUP, KIND, NAMESPACE, VERSION
+from aitestbed.cerebras.kubeapi import GROUP, KIND, NAMESPACE, VERSION
 
 QUEUEING, SCHEDULED, RUNNING = "QUEUEING", "SCHEDULED", "RUNNING"
 SUCCEEDED, FAILED, CANCELLED = "SUCCEEDED", "FAILED", "CANCELLED"

@@ -16,8 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from . import config, wsjob
-from .kubeapi import ApiError, KubeApi, Unreachable
+from aitestbed.cerebras import config, wsjob
+from aitestbed.cerebras.kubeapi import ApiError, KubeApi, Unreachable
 
 HEARTBEAT_SECONDS = 5
 POLL_SECONDS = 0.25

@@ -44,8 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import build_once
-from .gpt_corpus import EOS, Grammar, vocabulary
+from aitestbed.datasets import build_once
+from aitestbed.datasets.gpt_corpus import EOS, Grammar, vocabulary
 
 PREFIX = "/software/cerebras/dataset"
 SEED = 20230517

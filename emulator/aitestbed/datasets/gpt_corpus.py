@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import build_once
+from aitestbed.datasets import build_once
 
 SEQUENCE_LENGTH = 1024
 TRAIN_SHARDS = 4

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import build_once
+from aitestbed.datasets import build_once
 
 PATIENTS = 110
 SLICES = 3929

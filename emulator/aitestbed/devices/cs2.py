@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .base import ChipSpec, OutOfMemoryError, SystemSpec
+from aitestbed.devices.base import ChipSpec, OutOfMemoryError, SystemSpec
 
 CORES = 850_000
 SRAM_PER_CORE = 48 * 1024

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from .clock import VirtualClock
+from aitestbed.devices.clock import VirtualClock
 
 
 def keep_openblas_single_threaded() -> None:

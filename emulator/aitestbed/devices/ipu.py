@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ..vipu.client import VipuClient, VipuError
-from .base import (
+from aitestbed.devices.base import (
     Allocation,
     ChipSpec,
     InsufficientDevicesError,
@@ -20,6 +19,7 @@ from .base import (
     OutOfMemoryError,
     SystemSpec,
 )
+from aitestbed.vipu.client import VipuClient, VipuError
 
 # The documented figures: 1,472 tiles and 900 MB of In-Processor-Memory per IPU;
 # a Bow-Pod64 has 94,208 cores and 57.6 GB.

@@ -9,7 +9,7 @@ is compiled for a batch size and runs only that one.
 
 from __future__ import annotations
 
-from .base import ChipSpec, DeviceError, SystemSpec
+from aitestbed.devices.base import ChipSpec, DeviceError, SystemSpec
 
 XRDUS_PER_NODE = 4
 RDUS_PER_XRDU = 2

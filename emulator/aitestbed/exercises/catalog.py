@@ -10,8 +10,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import checks
-from .checks import Context, Criterion
+from aitestbed.exercises import checks
+from aitestbed.exercises.checks import Context, Criterion
 
 ALL = "all"
 

@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .probe import Probe
+from aitestbed.exercises.probe import Probe
 
 SSHD_LOG = "/var/log/sshd.log"
 JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"

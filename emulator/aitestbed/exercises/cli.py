@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from ..errors import AitestbedError
-from . import catalog
-from .session import Result, Session
+from aitestbed.errors import AitestbedError
+from aitestbed.exercises import catalog
+from aitestbed.exercises.session import Result, Session
 
 
 def _session(ctx: click.Context) -> Session:

@@ -10,9 +10,9 @@ from typing import Protocol
 import docker
 from docker.errors import DockerException, NotFound
 
-from ..engine import connect
-from ..errors import AitestbedError
-from ..naming import container_name
+from aitestbed.engine import connect
+from aitestbed.errors import AitestbedError
+from aitestbed.naming import container_name
 
 
 class Probe(Protocol):

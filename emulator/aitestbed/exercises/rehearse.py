@@ -25,11 +25,11 @@ from pathlib import Path
 import click
 import yaml
 
-from .. import sshconfig
-from ..errors import AitestbedError
-from ..state import ClusterState
-from . import catalog, checks
-from .session import Result, Session
+from aitestbed import sshconfig
+from aitestbed.errors import AitestbedError
+from aitestbed.exercises import catalog, checks
+from aitestbed.exercises.session import Result, Session
+from aitestbed.state import ClusterState
 
 AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
 FIRST_UID = 20001

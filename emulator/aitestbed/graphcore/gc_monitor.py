@@ -19,8 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..vipu.client import VipuError
-from .gc_info import (
+from aitestbed.graphcore.gc_info import (
     CLOCK,
     board_serial,
     host_of,
@@ -29,6 +28,7 @@ from .gc_info import (
     sensors,
     vipu_client,
 )
+from aitestbed.vipu.client import VipuError
 
 SEGFAULT = "Segmentation fault (core dumped)"
 SEGFAULT_STATUS = 128 + 11

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import BinaryIO
 
-from ..vipu.client import DEFAULT_PORT, VipuClient, VipuError
-from .gc_info import devices_of_size, partition_devices
+from aitestbed.graphcore.gc_info import devices_of_size, partition_devices
+from aitestbed.vipu.client import DEFAULT_PORT, VipuClient, VipuError
 
 PROG = "poprun"
 BOOL_OPTIONS = ("--update-partition", "--reset-partition", "--remove-partition", "--numa-aware",

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from ..devices.rdu import RDUS_PER_NODE, SYSTEMS, tile_names
+from aitestbed.devices.rdu import RDUS_PER_NODE, SYSTEMS, tile_names
 
 STATES = ("pload", "exec", "idle")
 HEALTHY = "perfect"

@@ -32,9 +32,9 @@ import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from ..node.processes import process_alive, process_start_ticks
-from .client import DEFAULT_SOCKET
-from .node import STATES, ForbiddenError, NotFoundError, PlacementError, RduNode
+from aitestbed.node.processes import process_alive, process_start_ticks
+from aitestbed.sambanova.client import DEFAULT_SOCKET
+from aitestbed.sambanova.node import STATES, ForbiddenError, NotFoundError, PlacementError, RduNode
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
