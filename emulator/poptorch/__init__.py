@@ -7,7 +7,7 @@ from the job's V-IPU partition (so running without `srun --ipus=N` fails as it
 does at ALCF), the memory check against 900 MB per IPU, executable caching
 (`POPTORCH_CACHE_DIR` / enableExecutableCaching, `.popef` files) and the logs.
 What is modelled: time. Compilation and steps take the device time of the
-timing model (aitestbed.devices.timing), and progress bars in this process show
+timing model (aitestbed.graphcore.timing), and progress bars in this process show
 that device time; AITESTBED_TIME_SCALE=1 also makes wall time wait for it.
 
 A script that trains a reduced-scale stand-in for a bigger model can set

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from aitestbed.devices import ipu as ipu_model
-from aitestbed.devices import timing
 from aitestbed.devices.base import DeviceError
+from aitestbed.graphcore import ipu as ipu_model
+from aitestbed.graphcore import timing
 
 from ._errors import Error
 from ._logging import logger

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 import torch
-from aitestbed.devices import timing
+from aitestbed.graphcore import timing
 
 from . import _compiler
 from ._errors import Error

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import sys
 
-from aitestbed.devices import ipu as ipu_model
 from aitestbed.devices.base import Allocation
 from aitestbed.devices.clock import TimeScaleError, VirtualClock
 from aitestbed.devices.host import keep_openblas_single_threaded, show_device_time_in_progress_bars
+from aitestbed.graphcore import ipu as ipu_model
 
 
 class Runtime:

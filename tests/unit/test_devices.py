@@ -1,7 +1,7 @@
 """The shared device models: the IPU's capacity and checks, device time, timing."""
 
 import pytest
-from aitestbed.devices import clock, ipu, timing
+from aitestbed.devices import clock
 from aitestbed.devices.base import (
     Allocation,
     InsufficientDevicesError,
@@ -9,7 +9,8 @@ from aitestbed.devices.base import (
     NoDeviceError,
     OutOfMemoryError,
 )
-from aitestbed.vipu.client import VipuError
+from aitestbed.graphcore import ipu, timing
+from aitestbed.graphcore.vipu.client import VipuError
 
 
 def test_bow_ipu_and_pod64_have_the_documented_capacity():

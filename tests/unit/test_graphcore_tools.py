@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from aitestbed.graphcore import gc_info, gc_monitor, popc, poprun
-from aitestbed.vipu.client import VipuClient
-from aitestbed.vipu.pod import Pod
-from aitestbed.vipu.server import VipuServer
+from aitestbed.graphcore.vipu.client import VipuClient
+from aitestbed.graphcore.vipu.pod import Pod
+from aitestbed.graphcore.vipu.server import VipuServer
 
 pytestmark = pytest.mark.unit
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import poptorch
 import pytest
 import torch
-from aitestbed.devices import ipu, timing
 from aitestbed.devices.base import Allocation
+from aitestbed.graphcore import ipu, timing
 from poptorch._runtime import runtime
 
 pytestmark = pytest.mark.unit

@@ -3,12 +3,12 @@
 import threading
 
 import pytest
+from aitestbed.graphcore.vipu.client import VipuClient
+from aitestbed.graphcore.vipu.pod import Pod
+from aitestbed.graphcore.vipu.server import VipuServer
 from aitestbed.sambanova.client import SndClient
 from aitestbed.sambanova.snd import SndServer
 from aitestbed.slurm import hooks, jobinfo
-from aitestbed.vipu.client import VipuClient
-from aitestbed.vipu.pod import Pod
-from aitestbed.vipu.server import VipuServer
 
 DETAIL = ("JobId=42 JobName=wrap UserId=learner(10001) JobState=RUNNING NumNodes=2 "
           "TresPerNode=gres:rdu:2   Nodes=sm-01 CPU_IDs=0-15 Mem=0 GRES=rdu(CNT:2)   "

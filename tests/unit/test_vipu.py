@@ -3,9 +3,9 @@
 import threading
 
 import pytest
-from aitestbed.vipu.client import VipuClient, VipuError
-from aitestbed.vipu.pod import Pod, PodError
-from aitestbed.vipu.server import VipuServer
+from aitestbed.graphcore.vipu.client import VipuClient, VipuError
+from aitestbed.graphcore.vipu.pod import Pod, PodError
+from aitestbed.graphcore.vipu.server import VipuServer
 
 GRES = "".join(f"NodeName=gc-poplar-0{i} Name=ipu Count=16\n" for i in range(1, 5))
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aitestbed.vipu.client import VipuClient, VipuError
+from aitestbed.graphcore.vipu.client import VipuClient, VipuError
 
 IPUS_PER_IPUM = 4
 IPUMS_PER_POD = 16

@@ -28,7 +28,7 @@ from aitestbed.graphcore.gc_info import (
     sensors,
     vipu_client,
 )
-from aitestbed.vipu.client import VipuError
+from aitestbed.graphcore.vipu.client import VipuError
 
 SEGFAULT = "Segmentation fault (core dumped)"
 SEGFAULT_STATUS = 128 + 11

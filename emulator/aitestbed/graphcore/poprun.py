@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import BinaryIO
 
 from aitestbed.graphcore.gc_info import devices_of_size, partition_devices
-from aitestbed.vipu.client import DEFAULT_PORT, VipuClient, VipuError
+from aitestbed.graphcore.vipu.client import DEFAULT_PORT, VipuClient, VipuError
 
 PROG = "poprun"
 BOOL_OPTIONS = ("--update-partition", "--reset-partition", "--remove-partition", "--numa-aware",

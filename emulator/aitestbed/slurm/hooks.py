@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from aitestbed.graphcore.vipu.client import VipuClient, VipuError
 from aitestbed.sambanova.client import SndClient, SndError, SndUnavailable
 from aitestbed.slurm.jobinfo import SlurmCommandError, job_gres, squeue
-from aitestbed.vipu.client import VipuClient, VipuError
 
 SLURM_SETTINGS = Path("/etc/slurm/aitestbed.json")
 

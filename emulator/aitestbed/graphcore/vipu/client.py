@@ -63,9 +63,9 @@ class VipuClient:
 
 
 if __name__ == "__main__":
-    # `python -m aitestbed.vipu.client ping`: the service's health check.
+    # `python -m aitestbed.graphcore.vipu.client ping`: the service's health check.
     if sys.argv[1:] != ["ping"]:
-        sys.exit("usage: python -m aitestbed.vipu.client ping")
+        sys.exit("usage: python -m aitestbed.graphcore.vipu.client ping")
     try:
         print(json.dumps(VipuClient(host=os.environ.get("IPUOF_VIPU_API_HOST", "localhost"))
                          .ping()))

@@ -19,7 +19,7 @@ from aitestbed.devices.base import (
     OutOfMemoryError,
     SystemSpec,
 )
-from aitestbed.vipu.client import VipuClient, VipuError
+from aitestbed.graphcore.vipu.client import VipuClient, VipuError
 
 # The documented figures: 1,472 tiles and 900 MB of In-Processor-Memory per IPU;
 # a Bow-Pod64 has 94,208 cores and 57.6 GB.

@@ -20,7 +20,7 @@ from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from aitestbed.vipu.pod import Pod, PodError
+from aitestbed.graphcore.vipu.pod import Pod, PodError
 
 API = "/api/v1"
 
