@@ -4,7 +4,7 @@
 compiles and runs PEFs, the optimizers); `sambaflow.samba.utils` the helpers the
 example apps use (argument parsing, trace_graph, assert_close). The RDUs are
 emulated: the numerics run on the host CPU with PyTorch, device time comes from
-aitestbed.devices.rdu_timing, and tiles are asked of the node's snd daemon.
+aitestbed.sambanova.timing, and tiles are asked of the node's snd daemon.
 
 Importing this package is cheap; torch is imported with `sambaflow.samba`.
 """

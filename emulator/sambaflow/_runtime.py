@@ -1,7 +1,7 @@
 """The emulated SambaFlow runtime this process talks to: its clock, its node, its logs.
 
 The numerics run on the host CPU with PyTorch. Device time comes from the timing
-model (aitestbed.devices.rdu_timing) and every progress bar in the process counts
+model (aitestbed.sambanova.timing) and every progress bar in the process counts
 it: on the real system wall time and device time are the same thing.
 
 What the runtime library itself prints (the session's "PEF File" line and "Log ID
@@ -67,7 +67,7 @@ class Runtime:
         if self._platform is None:
             self._platform = _platform_from_env()
             try:
-                from aitestbed.sambanova.client import SndClient
+                from aitestbed.sambanova.snd.client import SndClient
 
                 node = SndClient().node()
                 tiles = int(node["tiles_per_rdu"])

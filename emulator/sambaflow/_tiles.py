@@ -1,6 +1,6 @@
 """The tiles a loaded PEF runs on, asked of the node's snd daemon.
 
-The daemon (aitestbed.sambanova.snd) owns the node's RDUs: it places a session on
+The daemon (aitestbed.sambanova.snd.server) owns the node's RDUs: it places a session on
 tiles of the RDUs the caller's Slurm job holds, shows it in sntilestat (%pload while
 the PEF loads, %exec while it runs), and frees the tiles when the session closes or
 the process dies. A socket call happens only at those transitions, never per step.
@@ -25,7 +25,7 @@ class TileSession:
 
     def open(self, tiles: int, data_parallel: bool) -> list[str]:
         try:
-            from aitestbed.sambanova.client import SndClient, SndError, SndUnavailable
+            from aitestbed.sambanova.snd.client import SndClient, SndError, SndUnavailable
         except ImportError:
             raise RduUnavailableError(
                 "no RDU device found: this host has no SambaNova runtime (snd); run on an "

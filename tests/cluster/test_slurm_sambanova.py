@@ -41,7 +41,7 @@ def test_sinfo_gres_columns_as_in_the_docs(cluster):
     assert re.search(r"rdu:8\s+sn30-r1-h1", out), out
 
 
-SND_JOBS = "python3 -c 'import json; from aitestbed.sambanova.client import SndClient; " \
+SND_JOBS = "python3 -c 'import json; from aitestbed.sambanova.snd.client import SndClient; " \
            "print(json.dumps(SndClient().jobs()))'"
 
 

@@ -134,7 +134,7 @@ def test_other_models_fall_between_the_calibrations():
 
 
 def test_datascale_nodes_have_the_documented_rdus_tiles_and_ddr():
-    from aitestbed.devices import rdu
+    from aitestbed.sambanova import rdu
 
     assert rdu.SN10_8.chips == rdu.SN30_8.chips == 8  # 4 XRDUs x 2 RDUs
     assert (rdu.SN10_RDU.cores, rdu.SN30_RDU.cores) == (4, 8)
@@ -146,7 +146,7 @@ def test_datascale_nodes_have_the_documented_rdus_tiles_and_ddr():
 
 def test_a_pef_runs_only_the_batch_size_it_was_compiled_for():
     """(Tile placement is snd's: tests/unit/test_snd.py.)"""
-    from aitestbed.devices import rdu
+    from aitestbed.sambanova import rdu
 
     rdu.check_batch_size(32, 32)
     with pytest.raises(rdu.BatchSizeMismatchError, match="compiled for batch size 32, but the "

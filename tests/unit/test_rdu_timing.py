@@ -3,8 +3,8 @@
 import statistics
 
 import pytest
-from aitestbed.devices import rdu_timing as timing
 from aitestbed.devices.clock import VirtualClock
+from aitestbed.sambanova import timing
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """The sambaflow facade and the starter apps, as a user runs them, on the host CPU.
 
-An snd daemon (aitestbed.sambanova.snd) runs in a thread on a socket of the test's
+An snd daemon (aitestbed.sambanova.snd.server) runs in a thread on a socket of the test's
 own, holding one RDU for the test's "job"; the apps run as subprocesses with
 PYTHONPATH=emulator, so they see what `srun python lenet.py ...` sees on a node.
 MNIST is built from the pinned source tarball (build/downloads), once per session.
@@ -32,7 +32,7 @@ USER = pwd.getpwuid(os.getuid()).pw_name
 @pytest.fixture
 def snd(tmp_path, monkeypatch):
     """The node's snd on a socket of our own, with one RDU held by job 4242 (ours)."""
-    from aitestbed.sambanova.snd import SndServer
+    from aitestbed.sambanova.snd.server import SndServer
 
     socket_path = tmp_path / "snd.sock"
     server = SndServer(socket_path, tmp_path / "snd-state", node="sn30-r1-h1", tiles_per_rdu=8)

@@ -294,7 +294,7 @@ def test_the_gpt_hook_accepts_every_documented_argument():
 def _sambaflow_ready() -> str | None:
     try:
         import sambaflow.samba  # noqa: F401
-        from aitestbed.sambanova.snd import SndServer  # noqa: F401
+        from aitestbed.sambanova.snd.server import SndServer  # noqa: F401
     except ImportError as err:
         return f"the sambaflow package is not importable: {err}"
     return None
@@ -306,7 +306,7 @@ def rdu_node(tmp_path, monkeypatch):
     reason = _sambaflow_ready()
     if reason:
         pytest.skip(reason)
-    from aitestbed.sambanova.snd import SndServer
+    from aitestbed.sambanova.snd.server import SndServer
 
     socket_path = tmp_path / "snd.sock"
     server = SndServer(socket_path, tmp_path / "snd-state", node="sn30-r1-h1", tiles_per_rdu=8)

@@ -6,8 +6,8 @@ import pytest
 from aitestbed.graphcore.vipu.client import VipuClient
 from aitestbed.graphcore.vipu.pod import Pod
 from aitestbed.graphcore.vipu.server import VipuServer
-from aitestbed.sambanova.client import SndClient
-from aitestbed.sambanova.snd import SndServer
+from aitestbed.sambanova.snd.client import SndClient
+from aitestbed.sambanova.snd.server import SndServer
 from aitestbed.slurm import hooks, jobinfo
 
 DETAIL = ("JobId=42 JobName=wrap UserId=learner(10001) JobState=RUNNING NumNodes=2 "

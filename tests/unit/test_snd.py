@@ -9,12 +9,12 @@ import sys
 import threading
 
 import pytest
-from aitestbed.devices.rdu import tile_names
 from aitestbed.node import systemctl
 from aitestbed.sambanova import snconfig, sntilestat
-from aitestbed.sambanova.client import SndClient, SndError, SndUnavailable
-from aitestbed.sambanova.node import PlacementError, RduNode
-from aitestbed.sambanova.snd import SndServer
+from aitestbed.sambanova.rdu import tile_names
+from aitestbed.sambanova.snd.client import SndClient, SndError, SndUnavailable
+from aitestbed.sambanova.snd.server import SndServer
+from aitestbed.sambanova.snd.state import PlacementError, RduNode
 
 pytestmark = pytest.mark.unit
 
@@ -112,7 +112,7 @@ def test_the_daemon_knows_the_caller_from_the_socket_and_frees_tiles_of_exited_p
     mine = client.open_session(4, "21")
     assert mine["id"].startswith(f"{os.getpid()}-")
     child = subprocess.run(
-        [sys.executable, "-c", "from aitestbed.sambanova.client import SndClient; "
+        [sys.executable, "-c", "from aitestbed.sambanova.snd.client import SndClient; "
          "print(SndClient().open_session(4, '21')['tiles'][0])"],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": "emulator"})
     assert child.stdout.strip() == "/XRDU_0/RDU_0/TILE_4", child.stderr

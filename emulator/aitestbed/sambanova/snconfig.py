@@ -12,8 +12,8 @@ import hashlib
 import sys
 import time
 
-from aitestbed.devices.rdu import RDUS_PER_XRDU, SN10_8, SN30_8, XRDUS_PER_NODE
-from aitestbed.sambanova.client import SndClient, SndError
+from aitestbed.sambanova.rdu import RDUS_PER_XRDU, SN10_8, SN30_8, XRDUS_PER_NODE
+from aitestbed.sambanova.snd.client import SndClient, SndError
 
 BANNER = "=" * 54
 

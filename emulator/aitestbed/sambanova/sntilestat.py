@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 
-from aitestbed.sambanova.client import SndClient, SndError
+from aitestbed.sambanova.snd.client import SndClient, SndError
 
 LINE_WIDTH = 130
 HEADER = (f"{'TILE':<20} {'%idle':>5} {'%exec':>5} {'%pload':>6} {'%aload':>6} {'%chkpt':>6} "

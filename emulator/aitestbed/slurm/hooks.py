@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from aitestbed.graphcore.vipu.client import VipuClient, VipuError
-from aitestbed.sambanova.client import SndClient, SndError, SndUnavailable
+from aitestbed.sambanova.snd.client import SndClient, SndError, SndUnavailable
 from aitestbed.slurm.jobinfo import SlurmCommandError, job_gres, squeue
 
 SLURM_SETTINGS = Path("/etc/slurm/aitestbed.json")

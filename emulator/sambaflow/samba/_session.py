@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from aitestbed.devices import rdu, rdu_timing
 from aitestbed.devices.base import DeviceError
+from aitestbed.sambanova import rdu
+from aitestbed.sambanova import timing as rdu_timing
 
 from .. import _graph, _pef
 from .._distributed import Layout, Reducer, layout

@@ -14,7 +14,7 @@ from ..._version import __version__
 def get_pefmeta(args: argparse.Namespace, model: torch.nn.Module) -> dict[str, Any]:
     """The model's name and the command line that compiled it (stored in the PEF).
 
-    Apps may add `"aitestbed_timing": {...}` (aitestbed.devices.rdu_timing.Workload's
+    Apps may add `"aitestbed_timing": {...}` (aitestbed.sambanova.timing.Workload's
     fields: kind "unet2d"/"gpt2", image_size, seq_len, batch_size, ...; or
     "compile_seconds"/"step_seconds" directly) to time the PEF as the model the app
     stands for rather than as the graph it traced.

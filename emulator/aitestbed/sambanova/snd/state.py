@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from aitestbed.devices.rdu import RDUS_PER_NODE, SYSTEMS, tile_names
+from aitestbed.sambanova.rdu import RDUS_PER_NODE, SYSTEMS, tile_names
 
 STATES = ("pload", "exec", "idle")
 HEALTHY = "perfect"

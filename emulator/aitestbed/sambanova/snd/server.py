@@ -33,8 +33,14 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from aitestbed.node.processes import process_alive, process_start_ticks
-from aitestbed.sambanova.client import DEFAULT_SOCKET
-from aitestbed.sambanova.node import STATES, ForbiddenError, NotFoundError, PlacementError, RduNode
+from aitestbed.sambanova.snd.client import DEFAULT_SOCKET
+from aitestbed.sambanova.snd.state import (
+    STATES,
+    ForbiddenError,
+    NotFoundError,
+    PlacementError,
+    RduNode,
+)
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
