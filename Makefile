@@ -59,7 +59,7 @@ test-cluster: venv engine
 	$(BIN)/pytest tests/cluster
 
 lint: venv
-	$(BIN)/ruff check emulator tests playbooks/library playbooks/files
+	$(BIN)/ruff check emulator tests playbooks/library
 	$(BIN)/ansible-lint --offline playbooks roles
 
 bench: venv engine

@@ -4,7 +4,7 @@ What is real: the numerics (PyTorch on the CPU: models really train), the API th
 modelzoo uses, and the appliance workflow: a CSX run on a login node compiles and
 executes as appliance jobs (cerebras_pytorch.appliance) whose workers train and
 stream their logs and checkpoints back. What is modelled: the CS-2 systems' memory
-(aitestbed.devices.cs2) and time (aitestbed.devices.cs2_timing); rates and durations
+(aitestbed.cerebras.cs2) and time (aitestbed.cerebras.timing); rates and durations
 printed for CSX runs are device time, and AITESTBED_TIME_SCALE=1 makes wall time
 follow it.
 """

@@ -26,7 +26,7 @@ def save(obj, checkpoint_file: str | os.PathLike) -> None:
     torch.save(_with_metadata(obj), buffer)
     session = _session.active()
     if session is not None:
-        from aitestbed.devices import cs2_timing
+        from aitestbed.cerebras import timing as cs2_timing
 
         session.clock.advance(cs2_timing.checkpoint_seconds(session.workload))
         session.write_file(path, buffer.getvalue())

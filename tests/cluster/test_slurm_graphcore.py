@@ -24,8 +24,9 @@ def vipu_query(cluster) -> str:
 
 def vipu_partitions(cluster) -> list[dict]:
     out = cluster.host("gc-slurmctld").check_output(
-        "/opt/aitestbed/venv/bin/python -c 'import json; from aitestbed.graphcore.vipu.client import "
-        "VipuClient; print(json.dumps(VipuClient(host=\"localhost\").partitions()))'")
+        "/opt/aitestbed/venv/bin/python -c 'import json; "
+        "from aitestbed.graphcore.vipu.client import VipuClient; "
+        "print(json.dumps(VipuClient(host=\"localhost\").partitions()))'")
     return json.loads(out)
 
 

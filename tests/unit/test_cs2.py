@@ -1,8 +1,7 @@
 """The CS-2 device model: its spec, the wafer fit check and the calibrated timing."""
 
 import pytest
-from aitestbed.devices import cs2
-from aitestbed.devices import cs2_timing as timing
+from aitestbed.cerebras import cs2, timing
 from aitestbed.devices.base import OutOfMemoryError
 
 pytestmark = pytest.mark.unit

@@ -78,7 +78,8 @@ def test_cpu_training_really_trains(tmp_path, mnist_dir):
 
 
 def test_csx_run_end_to_end(tmp_path, mnist_dir):
-    from aitestbed.devices import cs2, cs2_timing
+    from aitestbed.cerebras import cs2
+    from aitestbed.cerebras import timing as cs2_timing
 
     params = write_params(tmp_path, mnist_dir, train_input={"batch_size": 128})
     model_dir = tmp_path / "model_dir"

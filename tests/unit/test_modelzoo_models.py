@@ -80,7 +80,7 @@ def modelzoo_on_path(root: Path):
 
 def nominal_workload(root: Path, name: str, params: dict):
     """The workload the emulated wafer compiles for the model at these params."""
-    from aitestbed.devices import cs2
+    from aitestbed.cerebras import cs2
 
     with modelzoo_on_path(root):
         module = importlib.import_module(f"modelzoo.{MODELS[name][0].replace('/', '.')}.model")
@@ -124,7 +124,7 @@ def test_sample_datasets_are_reproducible_and_point_at_software(tmp_path, sample
 
 def test_full_size_models_reproduce_the_guides_rates():
     """The nominal workloads at the guide's configs give its documented global rates."""
-    from aitestbed.devices import cs2_timing
+    from aitestbed.cerebras import timing as cs2_timing
 
     for name, documented in (("bert", 6493.27), ("gptj", 33.98)):  # seed 002, final GlobalRate
         path = MODELZOO / "modelzoo" / MODELS[name][0] / "configs" / MODELS[name][2]
@@ -153,7 +153,7 @@ def test_cpu_training_really_trains(tmp_path, samples, name):
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_csx_run_as_in_the_guide(tmp_path, samples, name):
-    from aitestbed.devices import cs2_timing
+    from aitestbed.cerebras import timing as cs2_timing
 
     num_csx = MODELS[name][3]
     params = write_params(tmp_path, samples, name, log_steps=10)

@@ -106,7 +106,8 @@ def test_cpu_line_and_the_mz1_command_line(tmp_path, mnist_dir):
 
 def test_the_seeds_full_run_on_the_timing_model():
     """1.9.1's fc_mnist config on one CS-2: the seed's GlobalRate and run time."""
-    from aitestbed.devices import cs2, cs2_timing
+    from aitestbed.cerebras import cs2
+    from aitestbed.cerebras import timing as cs2_timing
 
     params = yaml.safe_load((FC_MNIST / "configs" / "params.yaml").read_text())
     batch, steps = params["train_input"]["batch_size"], params["runconfig"]["max_steps"]

@@ -23,7 +23,7 @@ DataExecutor, trace... The modelzoo hands it over with
   (session.py), and its CSX backend trains for real.
 
 The model is described for the wafer by model_fn.aitestbed_workload(params), if the
-model class defines it (a dict of aitestbed.devices.cs2.Workload fields at the
+model class defines it (a dict of aitestbed.cerebras.cs2.Workload fields at the
 model's nominal size: a model too large to build can still be checked), else by
 building model_fn(params) and measuring it.
 """
@@ -38,7 +38,7 @@ import logging
 import os
 from collections.abc import Callable
 
-from aitestbed.devices.cs2 import Workload
+from aitestbed.cerebras.cs2 import Workload
 
 from .._version import __version__
 from .errors import ApplianceClientError

@@ -19,7 +19,7 @@ from typing import Protocol
 from .errors import ApplianceClientError
 
 RUNNER_ENV = "CEREBRAS_APPLIANCE_RUNNER"
-DEFAULT_RUNNER = "aitestbed.cerebras.wsjob_client:KubernetesJobRunner"
+DEFAULT_RUNNER = "cerebras_pytorch.appliance.kubernetes_runner:KubernetesJobRunner"
 JOB_TYPES = ("compile", "execute")
 
 

@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aitestbed.devices import cs2_timing
+from aitestbed.cerebras import timing as cs2_timing
+from aitestbed.cerebras.cs2 import Workload
 from aitestbed.devices.clock import VirtualClock
-from aitestbed.devices.cs2 import Workload
 
 STAGING = (
     ("About to send initial weights", None),

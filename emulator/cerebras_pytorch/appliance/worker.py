@@ -28,7 +28,8 @@ import traceback
 from pathlib import Path
 
 import aitestbed
-from aitestbed.devices import cs2, cs2_timing
+from aitestbed.cerebras import cs2
+from aitestbed.cerebras import timing as cs2_timing
 from aitestbed.devices.clock import VirtualClock
 
 from . import program as programs

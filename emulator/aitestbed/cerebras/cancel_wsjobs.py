@@ -1,5 +1,7 @@
 """Cancel the unfinished wsjobs of the users named (offboarding), as an administrator.
 
+`python -m aitestbed.cerebras.cancel_wsjobs USER...`, which playbooks/offboard-user.yml runs.
+
 Run on the Cerebras management node with the node's aitestbed interpreter, where
 root's kubectl is a cluster admin. Prints `cancelled <job>` for each job it cancels.
 """

@@ -1,4 +1,7 @@
-"""cerebras_pytorch's job runner on the cluster: one wsjob per compile or execute.
+"""cerebras_pytorch's default job runner: one wsjob per compile or execute on the cluster.
+
+The facade's side of the appliance: it talks to the API server through the Cerebras
+room (aitestbed.cerebras: config, kubeapi, wsjob), which never imports the facade.
 
 It submits the WSJob as the user, reports its way through the queue with the
 appliance's "Poll ingress status" lines, keeps it alive with a heartbeat
@@ -18,6 +21,8 @@ from collections.abc import Callable
 
 from aitestbed.cerebras import config, wsjob
 from aitestbed.cerebras.kubeapi import ApiError, KubeApi, Unreachable
+
+from . import channel, errors
 
 HEARTBEAT_SECONDS = 5
 POLL_SECONDS = 0.25
@@ -51,8 +56,6 @@ class Heartbeat:
 
 class KubernetesJobRunner:
     def __init__(self):
-        from cerebras_pytorch.appliance import errors
-
         self.errors = errors
         try:
             usernode = config.load_usernode_config()
@@ -118,8 +121,6 @@ class KubernetesJobRunner:
             time.sleep(POLL_SECONDS)
 
     def _relay(self, name: str, host: str, port: int, on_message) -> dict:
-        from cerebras_pytorch.appliance import channel
-
         def ended() -> bool:
             return wsjob.phase(self.api.get_job(name, self.namespace)) in wsjob.FINISHED
 

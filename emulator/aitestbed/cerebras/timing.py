@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from aitestbed.devices.cs2 import Workload, batch_per_system
+from aitestbed.cerebras.cs2 import Workload, batch_per_system
 
 
 @dataclass(frozen=True)
