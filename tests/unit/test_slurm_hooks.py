@@ -3,12 +3,14 @@
 import threading
 
 import pytest
+from aitestbed.graphcore import slurm_hooks as vipu_hooks
 from aitestbed.graphcore.vipu.client import VipuClient
 from aitestbed.graphcore.vipu.pod import Pod
 from aitestbed.graphcore.vipu.server import VipuServer
+from aitestbed.node import slurm_jobinfo as jobinfo
+from aitestbed.sambanova import slurm_hooks as rdu_hooks
 from aitestbed.sambanova.snd.client import SndClient
 from aitestbed.sambanova.snd.server import SndServer
-from aitestbed.slurm import hooks, jobinfo
 
 DETAIL = ("JobId=42 JobName=wrap UserId=learner(10001) JobState=RUNNING NumNodes=2 "
           "TresPerNode=gres:rdu:2   Nodes=sm-01 CPU_IDs=0-15 Mem=0 GRES=rdu(CNT:2)   "
@@ -40,13 +42,13 @@ def test_the_vipu_prolog_reclaims_ipus_of_a_job_that_is_over(monkeypatch, tmp_pa
     client = VipuClient(host="127.0.0.1", port=server.server_address[1])
     try:
         client.create_partition("slurm_1", {"gc-poplar-02": 16}, job_id="1")  # job 1 is over
-        monkeypatch.setattr(hooks, "VipuClient", lambda host: client)
-        monkeypatch.setattr(hooks, "_settings", lambda: {"vipu_server": "vipu"})
-        monkeypatch.setattr(hooks, "job_gres", lambda job: {"gc-poplar-02": {"ipu": 4}})
-        monkeypatch.setattr(hooks, "squeue", lambda *args: "2\n")  # only job 2 is active
+        monkeypatch.setattr(vipu_hooks, "VipuClient", lambda host: client)
+        monkeypatch.setattr(vipu_hooks, "hook_settings", lambda: {"vipu_server": "vipu"})
+        monkeypatch.setattr(vipu_hooks, "job_gres", lambda job: {"gc-poplar-02": {"ipu": 4}})
+        monkeypatch.setattr(vipu_hooks, "active_job_ids", lambda: {"2"})  # only job 2 is active
         monkeypatch.setenv("SLURM_JOB_ID", "2")
         monkeypatch.setenv("SLURM_JOB_USER", "learner")
-        hooks.vipu_prolog()
+        vipu_hooks.vipu_prolog()
         assert [p["name"] for p in client.partitions()] == ["slurm_2"]
         assert len(client.partition("slurm_2")["ipus"]) == 4
     finally:
@@ -61,13 +63,27 @@ def test_the_rdu_prolog_reclaims_rdus_of_a_job_that_is_over(monkeypatch, tmp_pat
     monkeypatch.setenv("AITESTBED_SND_SOCKET", str(tmp_path / "snd.sock"))
     try:
         SndClient().reserve("1", "learner", 8)  # job 1 is over
-        monkeypatch.setattr(hooks.socket, "gethostname", lambda: "sm-01")
-        monkeypatch.setattr(hooks, "job_gres", lambda job: {"sm-01": {"rdu": 2}})
-        monkeypatch.setattr(hooks, "squeue", lambda *args: "2\n")  # only job 2 is active
+        monkeypatch.setattr(rdu_hooks.socket, "gethostname", lambda: "sm-01")
+        monkeypatch.setattr(rdu_hooks, "job_gres", lambda job: {"sm-01": {"rdu": 2}})
+        monkeypatch.setattr(rdu_hooks, "active_job_ids", lambda: {"2"})  # only job 2 is active
         monkeypatch.setenv("SLURM_JOB_ID", "2")
         monkeypatch.setenv("SLURM_JOB_USER", "learner")
-        hooks.rdu_prolog()
+        rdu_hooks.rdu_prolog()
         assert SndClient().jobs() == {"2": {"user": "learner", "rdus": [0, 1]}}
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_active_jobs_are_read_from_squeue(monkeypatch):
+    asked = []
+    monkeypatch.setattr(jobinfo, "squeue", lambda *args: asked.append(args) or "2\n17\n")
+    assert jobinfo.active_job_ids() == {"2", "17"}
+    assert asked == [("-h", "-t", jobinfo.ACTIVE_STATES, "-o", "%i")]
+
+
+@pytest.mark.parametrize("hooks", [vipu_hooks, rdu_hooks])
+def test_a_hook_module_names_its_hooks_when_called_wrongly(hooks, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        hooks.main(["nonsense"])
+    assert str(exit_.value).startswith(f"usage: python -m {hooks.__name__} {{")

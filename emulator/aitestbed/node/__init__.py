@@ -1,1 +1,9 @@
-"""Code that runs inside the node containers."""
+"""Generic code of every node container, whatever its system.
+
+  init           the container entrypoint: per-cluster and per-host settings, then services
+  processes      is a process alive, and is it still the one we started
+  quota          `myquota`
+  systemctl      `systemctl status` for the services a role describes
+  slurm_jobinfo  what Slurm gave a job, and what every system's prolog/epilog shares
+A system's own daemons and hooks live in its room (graphcore/, sambanova/, cerebras/).
+"""

@@ -1,4 +1,5 @@
-"""What Slurm allocated to a job, read from `scontrol show job -d -o`.
+"""What Slurm allocated to a job, read from `scontrol show job -d -o`, and what every
+system's prolog/epilog shares (the job's id and user, the hook's settings, its entry point).
 
 Generic resources are count-only here (no device files), so Slurm knows how
 many IPUs or RDUs a job holds on each node but not which: the V-IPU server and
@@ -7,8 +8,17 @@ the RDU records choose the devices.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+SLURM_SETTINGS = Path("/etc/slurm/aitestbed.json")
+# A job in one of these states may still hold devices.
+ACTIVE_STATES = "CONFIGURING,RUNNING,COMPLETING,SUSPENDED"
 
 _NODE_ENTRY = re.compile(r"\bNodes=(\S+) CPU_IDs=\S+ Mem=\S+(?: GRES=(\S*))?")
 _GRES_ITEM = re.compile(r"([a-z]+)(?::[^(:,]+)?(?::(\d+))?\((?:IDX:[^)]*|CNT:(\d+))\)")
@@ -60,3 +70,32 @@ def gres_per_node(detail: str) -> dict[str, dict[str, int]]:
 
 def job_gres(job_id: str) -> dict[str, dict[str, int]]:
     return gres_per_node(scontrol("show", "job", "-d", "-o", job_id))
+
+
+def active_job_ids() -> set[str]:
+    return set(squeue("-h", "-t", ACTIVE_STATES, "-o", "%i").split())
+
+
+def hook_settings() -> dict:
+    """What the roles tell the hooks (/etc/slurm/aitestbed.json), e.g. the V-IPU server."""
+    return json.loads(SLURM_SETTINGS.read_text())
+
+
+def current_job() -> tuple[str, str]:
+    """The job a prolog or epilog runs for: its id and user (Slurm's environment)."""
+    return os.environ["SLURM_JOB_ID"], os.environ.get("SLURM_JOB_USER", "")
+
+
+def run_hook(module: str, hooks: dict[str, Callable[[], None]], errors: tuple[type, ...],
+             argv: list[str] | None = None) -> None:
+    """`python -m <module> <hook>`: run one hook; a failure is one line and exit 1, which
+    makes Slurm requeue and hold the job, as with real hardware."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or argv[0] not in hooks:
+        sys.exit(f"usage: python -m {module} {{{','.join(hooks)}}}")
+    try:
+        hooks[argv[0]]()
+    except (*errors, SlurmCommandError, RuntimeError, OSError, KeyError, ValueError) as err:
+        print(f"aitestbed {argv[0]}: job {os.environ.get('SLURM_JOB_ID', '?')}: {err}",
+              file=sys.stderr)
+        sys.exit(1)
