@@ -10,16 +10,16 @@ import time
 import click
 from docker.errors import DockerException
 
-from aitestbed import images, lifecycle, passcode, sshconfig
-from aitestbed.engine import connect
-from aitestbed.errors import AitestbedError
 from aitestbed.exercises.cli import exercise
-from aitestbed.health import probe_all, wait_ready
-from aitestbed.inventory import load as load_inventory
-from aitestbed.inventory import parse_systems
-from aitestbed.naming import check_cluster_name, container_name
-from aitestbed.playbook import run_playbook
-from aitestbed.state import ClusterState, practice_user_name
+from aitestbed.host import images, lifecycle, passcode, sshconfig
+from aitestbed.host.engine import connect
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.health import probe_all, wait_ready
+from aitestbed.host.inventory import load as load_inventory
+from aitestbed.host.inventory import parse_systems
+from aitestbed.host.naming import check_cluster_name, container_name
+from aitestbed.host.playbook import run_playbook
+from aitestbed.host.state import ClusterState, practice_user_name
 
 DEFAULT_CLUSTER = "aitestbed"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ansible module: ask a cluster's account registry (aitestbed.accounts) for a change.
+"""Ansible module: ask a cluster's account registry (aitestbed.host.accounts) for a change.
 
 It runs on the controller (localhost, the Python that runs ansible-playbook, which
 has the aitestbed package), checks the request in full, records it in the
@@ -52,10 +52,10 @@ def main() -> None:
         "today": {"type": "str"},
     }, supports_check_mode=False)
     try:
-        from aitestbed.accounts import AccountError, Spec
-        from aitestbed.errors import AitestbedError
-        from aitestbed.inventory import load as load_inventory
-        from aitestbed.state import ClusterState
+        from aitestbed.host.accounts import AccountError, Spec
+        from aitestbed.host.errors import AitestbedError
+        from aitestbed.host.inventory import load as load_inventory
+        from aitestbed.host.state import ClusterState
     except ImportError as err:
         module.fail_json(msg=f"run this playbook with `aitestbed playbook` ({err})")
     p = module.params

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import uuid
 
-from aitestbed.state import ClusterState
+from aitestbed.host.state import ClusterState
 
 CLI = [sys.executable, "-m", "aitestbed.cli"]
 SETUP = """set -e

@@ -19,7 +19,7 @@ import time
 import uuid
 
 import yaml
-from aitestbed.state import ClusterState
+from aitestbed.host.state import ClusterState
 
 CLI = [sys.executable, "-m", "aitestbed.cli"]
 USERS = [f"bench{i:02d}" for i in range(1, 11)]

@@ -17,7 +17,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
-from aitestbed.naming import LABEL_CLUSTER
+from aitestbed.host.naming import LABEL_CLUSTER
 
 CLI = [sys.executable, "-m", "aitestbed.cli"]
 PROFILES = os.environ.get("BENCH_PROFILES", "mini,alcf").split(",")

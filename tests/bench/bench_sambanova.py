@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 
-from aitestbed.state import ClusterState
+from aitestbed.host.state import ClusterState
 
 CLI = [sys.executable, "-m", "aitestbed.cli"]
 IMPORT = """TIMEFORMAT=%R

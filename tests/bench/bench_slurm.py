@@ -16,7 +16,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from aitestbed.state import ClusterState
+from aitestbed.host.state import ClusterState
 
 CLI = [sys.executable, "-m", "aitestbed.cli"]
 SRUN_RUNS = int(os.environ.get("BENCH_SRUN_RUNS", "40"))

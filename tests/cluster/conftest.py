@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from aitestbed import sshconfig
-from aitestbed.naming import container_name
-from aitestbed.state import ClusterState
+from aitestbed.host import sshconfig
+from aitestbed.host.naming import container_name
+from aitestbed.host.state import ClusterState
 
 AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
 NODES = ["cer-cs2-01", "cer-cs2-02", "cer-login-01", "cer-mgmt-01", "gc-login-01",

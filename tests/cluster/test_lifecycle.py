@@ -104,7 +104,7 @@ def test_nodes_on_older_images_are_reported_and_replaced_keeping_data_and_queued
         cluster, monkeypatch):
     """A checkout with new code: `up` names the nodes left on older images, and
     `up --recreate` replaces them; /home and the queued jobs stay."""
-    from aitestbed import images, lifecycle
+    from aitestbed.host import images, lifecycle
 
     client = docker.from_env()
     current = images.ensure_class_images(client, ["rdu_node", "slurmctld"])

@@ -12,7 +12,7 @@ import time
 
 import pytest
 import yaml
-from aitestbed import passcode
+from aitestbed.host import passcode
 
 from .conftest import AITESTBED
 

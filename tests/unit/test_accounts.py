@@ -4,8 +4,8 @@ import datetime as dt
 import json
 
 import pytest
-from aitestbed import accounts, passcode
-from aitestbed.accounts import AccountError, Registry, Spec
+from aitestbed.host import accounts, passcode
+from aitestbed.host.accounts import AccountError, Registry, Spec
 
 SYSTEMS = {"cerebras": 3001, "graphcore": 3002, "sambanova": 3003}
 TODAY = dt.date(2026, 11, 22)

@@ -11,7 +11,7 @@ from aitestbed.cli import cli
 from aitestbed.exercises import catalog, checks
 from aitestbed.exercises.checks import Context, Nodes
 from aitestbed.exercises.session import Session
-from aitestbed.state import ClusterRecord, ClusterState
+from aitestbed.host.state import ClusterRecord, ClusterState
 from click.testing import CliRunner
 
 pytestmark = pytest.mark.unit
@@ -491,14 +491,14 @@ def test_check_exit_codes_and_hints(cluster_state, monkeypatch):
     (["start", "nosuch"], "no exercise 'nosuch'"),
 ])
 def test_bad_input_is_refused_clearly(cluster_state, args, message):
-    from aitestbed.errors import AitestbedError
+    from aitestbed.host.errors import AitestbedError
     result = invoke(*args)
     assert result.exit_code != 0
     assert isinstance(result.exception, AitestbedError) and message in str(result.exception)
 
 
 def test_an_unknown_cluster_is_refused():
-    from aitestbed.errors import AitestbedError
+    from aitestbed.host.errors import AitestbedError
     with pytest.raises(AitestbedError, match="cluster 'unit' does not exist"):
         Session("unit")
 

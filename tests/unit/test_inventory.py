@@ -1,8 +1,8 @@
 import textwrap
 
 import pytest
-from aitestbed import inventory
-from aitestbed.errors import AitestbedError
+from aitestbed.host import inventory
+from aitestbed.host.errors import AitestbedError
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Per-cluster certificates for the Cerebras appliance's API."""
 
-from aitestbed import kube_pki
+from aitestbed.host import kube_pki
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 

@@ -1,6 +1,6 @@
 import pytest
-from aitestbed import inventory, naming, sshconfig, state
-from aitestbed.errors import AitestbedError
+from aitestbed.host import inventory, naming, sshconfig, state
+from aitestbed.host.errors import AitestbedError
 
 
 def test_every_engine_object_is_prefixed_with_the_cluster_name():
@@ -27,7 +27,7 @@ def test_ssh_config_has_a_host_entry_per_login_node_on_loopback():
         assert "HostName 127.0.0.1" in block and f"Port {port}" in block
     assert "Host sambanova sambanova.alcf.anl.gov" in text
     rr = text.split("Host cerebras cerebras.ai.alcf.anl.gov")[1].split("\n\n")[0]
-    assert "aitestbed.relay 22001 22002 22003" in rr
+    assert "aitestbed.host.relay 22001 22002 22003" in rr
     assert "User alice" in text and "StrictHostKeyChecking yes" in text
     assert "gc-poplar" not in text
 

@@ -1,7 +1,7 @@
 """node-init writes the same files as the roles, so site.yml finds nothing to change."""
 
 import jinja2
-from aitestbed.inventory import project_root
+from aitestbed.host.inventory import project_root
 from aitestbed.node import init
 
 

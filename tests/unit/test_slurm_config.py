@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from aitestbed import inventory, slurmconf
+from aitestbed.host import inventory, slurmconf
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_systems_without_slurm_render_nothing():
 
 
 def test_state_prepare_writes_a_munge_key_and_the_configuration(isolated_state):
-    from aitestbed.state import ClusterRecord, ClusterState
+    from aitestbed.host.state import ClusterRecord, ClusterState
     topology = inventory.load("mini", ["graphcore"])
     state = ClusterState("unit")
     state.prepare(topology, ClusterRecord("unit", "mini", "", ["graphcore"], "learner"))

@@ -2,8 +2,8 @@ import json
 import stat
 
 import pytest
-from aitestbed import inventory, state
-from aitestbed.errors import AitestbedError
+from aitestbed.host import inventory, state
+from aitestbed.host.errors import AitestbedError
 
 
 def test_practice_user_is_the_host_user_unless_root(monkeypatch):
@@ -103,7 +103,7 @@ def test_free_port_skips_ports_other_clusters_recorded(isolated_state):
 
 
 def test_an_existing_cluster_keeps_its_profile_and_systems(isolated_state):
-    from aitestbed import lifecycle
+    from aitestbed.host import lifecycle
 
     cluster, _ = _prepared("kept", profile="mini")
     assert lifecycle._record(cluster, None, None, "other").user == "alice"

@@ -1,6 +1,6 @@
 """Per-cluster set-up of a Cerebras node at start (a node-init hook of the appliance roles).
 
-What it installs comes from the cluster's state directory (aitestbed.kube_pki):
+What it installs comes from the cluster's state directory (aitestbed.host.kube_pki):
   management node  /etc/kubernetes/pki (API server), admin/ and controller/
                    credentials, /root/.kube/config, /etc/cerebras/controller.json
   agent nodes      /etc/kubernetes/agent/

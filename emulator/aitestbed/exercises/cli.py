@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from aitestbed.errors import AitestbedError
 from aitestbed.exercises import catalog
 from aitestbed.exercises.session import Result, Session
+from aitestbed.host.errors import AitestbedError
 
 
 def _session(ctx: click.Context) -> Session:

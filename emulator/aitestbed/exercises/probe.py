@@ -10,9 +10,9 @@ from typing import Protocol
 import docker
 from docker.errors import DockerException, NotFound
 
-from aitestbed.engine import connect
-from aitestbed.errors import AitestbedError
-from aitestbed.naming import container_name
+from aitestbed.host.engine import connect
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.naming import container_name
 
 
 class Probe(Protocol):

@@ -25,11 +25,11 @@ from pathlib import Path
 import click
 import yaml
 
-from aitestbed import sshconfig
-from aitestbed.errors import AitestbedError
 from aitestbed.exercises import catalog, checks
 from aitestbed.exercises.session import Result, Session
-from aitestbed.state import ClusterState
+from aitestbed.host import sshconfig
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.state import ClusterState
 
 AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
 FIRST_UID = 20001

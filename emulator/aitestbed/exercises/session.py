@@ -13,14 +13,14 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from aitestbed.errors import AitestbedError
 from aitestbed.exercises import catalog
 from aitestbed.exercises.catalog import Exercise
 from aitestbed.exercises.checks import Context, Criterion, Nodes
 from aitestbed.exercises.probe import DockerProbe, Probe
-from aitestbed.inventory import Topology
-from aitestbed.inventory import load as load_inventory
-from aitestbed.state import ClusterState
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import Topology
+from aitestbed.host.inventory import load as load_inventory
+from aitestbed.host.state import ClusterState
 
 
 def nodes_of(topology: Topology) -> Nodes:

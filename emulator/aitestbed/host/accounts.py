@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jsonschema
 
-from aitestbed.errors import AitestbedError
+from aitestbed.host.errors import AitestbedError
 
 UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 DEFAULT_POLICY = {

@@ -1,7 +1,7 @@
 """ssh ProxyCommand for round-robin names: connect to one of the given
 127.0.0.1 ports at random and relay stdin/stdout over it.
 
-Usage: python -m aitestbed.relay PORT [PORT ...]
+Usage: python -m aitestbed.host.relay PORT [PORT ...]
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ if __name__ == "__main__":
     try:
         sys.exit(relay([int(p) for p in sys.argv[1:]]))
     except (ValueError, IndexError):
-        print("usage: python -m aitestbed.relay PORT [PORT ...]", file=sys.stderr)
+        print("usage: python -m aitestbed.host.relay PORT [PORT ...]", file=sys.stderr)
         sys.exit(2)
     except (BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         sys.exit(0)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from aitestbed.errors import AitestbedError
+from aitestbed.host.errors import AitestbedError
 
 SYSTEMS = ("cerebras", "graphcore", "sambanova")
 PROFILE_ALIASES = {"full": "alcf"}
@@ -27,7 +27,7 @@ _NODE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 def project_root() -> Path:
     """The checkout holding inventory/, roles/ and playbooks/."""
     env = os.environ.get("AITESTBED_HOME")
-    return Path(env) if env else Path(__file__).resolve().parents[2]
+    return Path(env) if env else Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)

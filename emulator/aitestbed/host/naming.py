@@ -6,7 +6,7 @@ several clusters (a practice one, CI's) live side by side without colliding.
 
 import re
 
-from aitestbed.errors import AitestbedError
+from aitestbed.host.errors import AitestbedError
 
 LABEL_CLUSTER = "aitestbed.cluster"
 LABEL_NODE = "aitestbed.node"

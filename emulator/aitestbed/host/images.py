@@ -25,11 +25,11 @@ import docker
 import yaml
 from docker.errors import APIError, BuildError, ImageNotFound
 
-from aitestbed.errors import AitestbedError
-from aitestbed.inventory import project_root
-from aitestbed.naming import LABEL_BUILD, LABEL_CLASS
-from aitestbed.playbook import run_playbook
-from aitestbed.sdk_artifacts import (
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import project_root
+from aitestbed.host.naming import LABEL_BUILD, LABEL_CLASS
+from aitestbed.host.playbook import run_playbook
+from aitestbed.host.sdk_artifacts import (
     build_cerebras,
     build_graphcore,
     build_kubernetes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import docker
 from docker.errors import DockerException
 
-from aitestbed.errors import AitestbedError
+from aitestbed.host.errors import AitestbedError
 
 MIN_API = (1, 41)
 

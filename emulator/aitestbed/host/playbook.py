@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aitestbed.errors import AitestbedError
-from aitestbed.inventory import project_root
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import project_root
 
 
 def ansible_env() -> dict[str, str]:

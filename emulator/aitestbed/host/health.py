@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import docker
 from docker.errors import APIError, NotFound
 
-from aitestbed.errors import AitestbedError
-from aitestbed.naming import container_name
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.naming import container_name
 
 HEALTH_COMMAND = ["/usr/local/sbin/aitestbed-node-health"]
 

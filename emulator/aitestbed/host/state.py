@@ -24,10 +24,10 @@ from pathlib import Path
 
 import yaml
 
-from aitestbed import accounts, kube_pki, slurmconf
-from aitestbed.errors import AitestbedError
-from aitestbed.inventory import Node, Topology
-from aitestbed.naming import container_name
+from aitestbed.host import accounts, kube_pki, slurmconf
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import Node, Topology
+from aitestbed.host.naming import container_name
 
 DEFAULT_USER = "trainee"
 ASKPASS = """#!/bin/sh

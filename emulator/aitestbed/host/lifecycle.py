@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import docker
 from docker.errors import APIError, NotFound
 
-from aitestbed import images
-from aitestbed.engine import connect
-from aitestbed.errors import AitestbedError
-from aitestbed.health import wait_ready
-from aitestbed.inventory import PROFILE_ALIASES, Node, Topology
-from aitestbed.inventory import load as load_inventory
-from aitestbed.naming import (
+from aitestbed.host import images
+from aitestbed.host.engine import connect
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.health import wait_ready
+from aitestbed.host.inventory import PROFILE_ALIASES, Node, Topology
+from aitestbed.host.inventory import load as load_inventory
+from aitestbed.host.naming import (
     LABEL_CLASS,
     LABEL_CLUSTER,
     LABEL_NODE,
@@ -30,7 +30,7 @@ from aitestbed.naming import (
     node_volume_name,
     volume_name,
 )
-from aitestbed.state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
+from aitestbed.host.state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
 
 PARALLEL = 4
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from aitestbed.inventory import Topology, project_root
+from aitestbed.host.inventory import Topology, project_root
 
 FILES = ("slurm.conf", "gres.conf", "plugstack.conf", "aitestbed.json")
 

@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from aitestbed import passcode
-from aitestbed.inventory import Topology
-from aitestbed.state import ClusterRecord, ClusterState
+from aitestbed.host import passcode
+from aitestbed.host.inventory import Topology
+from aitestbed.host.state import ClusterRecord, ClusterState
 
 CONTROL_PERSIST = "30m"
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with the final NUL
@@ -48,7 +48,7 @@ def render(state: ClusterState, record: ClusterRecord, topology: Topology) -> st
     short = {a: ports for a, ports in round_robin.items() if "." not in a}
     for alias, ports in short.items():
         fqdns = [a for a in round_robin if a.startswith(alias + ".")]
-        relay = [sys.executable, "-m", "aitestbed.relay", *map(str, ports)]
+        relay = [sys.executable, "-m", "aitestbed.host.relay", *map(str, ports)]
         lines += [
             f"Host {' '.join([alias, *fqdns])}",
             f"    ProxyCommand {shlex.join(relay)}",

@@ -13,9 +13,9 @@ from pathlib import Path
 import yaml
 
 from aitestbed.datasets import mnist
-from aitestbed.errors import AitestbedError
-from aitestbed.inventory import project_root
-from aitestbed.wheels import build_wheel
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import project_root
+from aitestbed.host.wheels import build_wheel
 
 
 def _fresh_output(root: Path, vendor: str) -> Path:
