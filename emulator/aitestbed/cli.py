@@ -14,7 +14,7 @@ from aitestbed.exercises.cli import exercise
 from aitestbed.host import images, lifecycle, passcode, sshconfig
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.health import probe_all, wait_ready
+from aitestbed.host.health import cluster_status, wait_ready
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.inventory import parse_systems
 from aitestbed.host.naming import check_cluster_name, container_name
@@ -101,24 +101,16 @@ def destroy(ctx: click.Context) -> None:
 def status(ctx: click.Context) -> None:
     """Nodes and services with their health."""
 
-    state = _state(ctx)
-    record = state.load()
-    topology = load_inventory(record.profile, record.systems)
-    healths = {h.node: h for h in probe_all(connect(), state.name,
-                                             [n.name for n in topology.nodes])}
+    nodes = cluster_status(connect(), _state(ctx))
     rows = [("NODE", "SYSTEM", "CLASS", "STATE", "SSH", "SERVICES")]
-    for node in topology.nodes:
-        health = healths[node.name]
-        port = record.ports.get(node.name)
-        state_text = "ready" if health.ready else health.state
-        rows.append((node.name, node.system, node.node_class, state_text,
-                     f"127.0.0.1:{port}" if port else "-", health.summary))
+    rows += [(n.name, n.system, n.node_class, n.state,
+              f"127.0.0.1:{n.ssh_port}" if n.ssh_port else "-", n.health.summary) for n in nodes]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         cells = [c.ljust(w) for c, w in zip(row, widths, strict=False)]
         click.echo("  ".join([*cells, row[-1]]))
-    ready = sum(h.ready for h in healths.values())
-    click.echo(f"\n{ready}/{len(healths)} nodes ready", err=True)
+    ready = sum(n.health.ready for n in nodes)
+    click.echo(f"\n{ready}/{len(nodes)} nodes ready", err=True)
 
 
 @cli.command()
@@ -237,15 +229,7 @@ def passcode_cmd(ctx: click.Context, user: str | None, watch: bool, typed: bool,
     Password: <type the code>
     """
     state = _state(ctx)
-    user = user or state.load().user
-    registry = state.registry()
-    record = registry.users.get(user)
-    if record is None:
-        raise AitestbedError(f"unknown user {user!r}: cluster {state.name!r} has "
-                             f"{', '.join(sorted(registry.users)) or 'no accounts'}")
-    if not record["active"]:
-        raise AitestbedError(f"user {user} was offboarded: the token no longer exists")
-    token = registry.token(user)
+    token = passcode.token_of(state, user or state.load().user)
     show = passcode.typed if typed else passcode.code
     if not watch:
         click.echo(show(token, time.time() + ahead * passcode.STEP))

@@ -154,3 +154,27 @@ def test_the_registry_file_is_readable_json(registry):
     registry.onboard(spec(), ["alice"], today=TODAY)
     data = json.loads(registry.path.read_text())
     assert set(data) == {"users", "projects"}
+
+
+class _State:
+    """What passcode.token_of asks of a ClusterState."""
+
+    def __init__(self, registry: Registry):
+        self.name, self._registry = "practice", registry
+
+    def registry(self) -> Registry:
+        return self._registry
+
+
+def test_the_passcode_app_knows_active_users_only(registry):
+    from aitestbed.host.errors import AitestbedError
+
+    registry.onboard(spec(), ["alice", "bob"], today=TODAY)
+    state = _State(registry)
+    assert passcode.token_of(state, "bob")["pin"] == "4321"
+    with pytest.raises(AitestbedError,
+                       match="unknown user 'zoe': cluster 'practice' has alice, bob"):
+        passcode.token_of(state, "zoe")
+    registry.offboard("alice")
+    with pytest.raises(AitestbedError, match="user alice was offboarded"):
+        passcode.token_of(state, "alice")

@@ -14,7 +14,9 @@ import docker
 from docker.errors import APIError, NotFound
 
 from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.naming import container_name
+from aitestbed.host.state import ClusterState
 
 HEALTH_COMMAND = ["/usr/local/sbin/aitestbed-node-health"]
 
@@ -29,6 +31,30 @@ class NodeHealth:
     @property
     def summary(self) -> str:
         return ", ".join(self.services) if self.services else self.state
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One row of `aitestbed status`: a node of the inventory and its health."""
+    name: str
+    system: str
+    node_class: str
+    health: NodeHealth
+    ssh_port: int | None
+
+    @property
+    def state(self) -> str:
+        return "ready" if self.health.ready else self.health.state
+
+
+def cluster_status(client: docker.DockerClient, state: ClusterState) -> list[NodeStatus]:
+    """Every node of the cluster's inventory, in order, with its health and login port."""
+    record = state.load()
+    topology = load_inventory(record.profile, record.systems)
+    healths = {h.node: h for h in probe_all(client, state.name,
+                                             [n.name for n in topology.nodes])}
+    return [NodeStatus(node.name, node.system, node.node_class, healths[node.name],
+                       record.ports.get(node.name)) for node in topology.nodes]
 
 
 def probe(client: docker.DockerClient, cluster: str, node: str) -> NodeHealth:

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import base64
 import time
+from typing import TYPE_CHECKING
 
 import pyotp
+
+from aitestbed.host.errors import AitestbedError
+
+if TYPE_CHECKING:
+    from aitestbed.host.state import ClusterState
 
 STEP = 30
 DIGITS = 8
@@ -33,3 +39,15 @@ def typed(token: dict, at: float | None = None) -> str:
 def seconds_left(at: float | None = None) -> int:
     now = time.time() if at is None else at
     return STEP - int(now) % STEP
+
+
+def token_of(state: ClusterState, user: str) -> dict:
+    """The user's token on this cluster; an unknown or offboarded user is one clear error."""
+    registry = state.registry()
+    record = registry.users.get(user)
+    if record is None:
+        raise AitestbedError(f"unknown user {user!r}: cluster {state.name!r} has "
+                             f"{', '.join(sorted(registry.users)) or 'no accounts'}")
+    if not record["active"]:
+        raise AitestbedError(f"user {user} was offboarded: the token no longer exists")
+    return registry.token(user)
