@@ -204,7 +204,11 @@ def login(ctx: click.Context, hosts: tuple[str, ...], user: str | None) -> None:
     if user not in state.registry().users:
         raise AitestbedError(f"unknown user {user!r} in cluster {state.name!r}")
     for host in hosts or sorted(record.ports):
-        result = sshconfig.log_in(state, host, user)
+        def waiting(seconds: float, host: str = host) -> None:
+            click.echo(f"{user}@{host}: this step's passcodes were used; "
+                       f"waiting {seconds:.0f} s for a new one", err=True)
+
+        result = sshconfig.log_in(state, host, user, on_wait=waiting)
         if result.returncode:
             raise AitestbedError(f"{user}@{host}: {result.stderr.strip() or 'login failed'}")
         click.echo(f"{user}@{host}: logged in", err=True)
