@@ -6,6 +6,7 @@ Layout under $XDG_STATE_HOME/aitestbed/<cluster>/ (default ~/.local/state):
   login/              host side: ssh_config, known_hosts, the user's login key
   common/             mounted read-only on every node at /etc/aitestbed/cluster
   nodes/<node>/       mounted read-only on that node at /etc/aitestbed/node
+                      (what the nodes find there: aitestbed.node.config)
 Secrets are generated here at the first `up` and never baked into images.
 """
 
@@ -28,6 +29,7 @@ from aitestbed.host import accounts, kube_pki, slurmconf
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
 from aitestbed.host.naming import container_name
+from aitestbed.node.config import NODE_JSON, NodeConfig
 
 DEFAULT_USER = "trainee"
 ASKPASS = """#!/bin/sh
@@ -148,13 +150,7 @@ class ClusterState:
         self._write(self.login_dir / "known_hosts", "".join(lines))
         self._accounts(topology, record.user)
         for node in topology.nodes:
-            self._write(self.node_dir(node.name) / "node.json", json.dumps({
-                "name": node.name, "system": node.system, "node_class": node.node_class,
-                "fqdn": node.fqdn, "ssh_allow_groups": list(node.ssh_allow_groups),
-                "ssh_mfa": node.ssh_mfa,
-                "mounts": list(node.mounts), "services": list(node.services),
-                "slurm_cluster": node.slurm_cluster,
-            }, indent=2) + "\n")
+            self._write(self.node_dir(node.name) / NODE_JSON, node_config(node).to_json())
         self._render_inventory(topology, record)
         self._slurm(topology)
 
@@ -273,6 +269,15 @@ class ClusterState:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
         tmp.replace(path)
+
+
+def node_config(node: Node) -> NodeConfig:
+    """node.json: what node-init and the node's start-up steps read of the inventory."""
+    return NodeConfig(
+        name=node.name, system=node.system, node_class=node.node_class, fqdn=node.fqdn,
+        ssh_allow_groups=list(node.ssh_allow_groups), ssh_mfa=node.ssh_mfa,
+        mounts=list(node.mounts), services=list(node.services),
+        slurm_cluster=node.slurm_cluster)
 
 
 def account_spec(common_vars: dict, practice_user: str) -> accounts.Spec:
