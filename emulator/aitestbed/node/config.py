@@ -5,7 +5,9 @@ every container mounts two parts of it read-only:
   NODE_DIR     /etc/aitestbed/node/     this host's own files (nodes/<node>/ on the host):
                  node.json             NodeConfig below
                  ssh_host_ed25519_key  the host key (and .pub)
-                 mfa.json              login nodes: the users' passcode tokens
+                 access.conf           who may log in over ssh (ACCESS_CONF)
+                 oath/<user>.oath      login nodes: each user's passcode enrolment
+                                       (OATH_USERS); mfa.json, the tokens, is for the roles
                  kubernetes/           Cerebras nodes: their certificates
   CLUSTER_DIR  /etc/aitestbed/cluster/  what every node shares (common/ on the host):
                  accounts.json         groups, projects and users (ACCOUNTS)
@@ -23,6 +25,9 @@ from pathlib import Path
 NODE_DIR = Path("/etc/aitestbed/node")
 CLUSTER_DIR = Path("/etc/aitestbed/cluster")
 NODE_JSON = "node.json"
+# Rendered at `up` from roles/sshd's templates (aitestbed.host.sshdconf):
+ACCESS_CONF = "access.conf"  # access.conf.j2
+OATH_USERS = "oath"  # a directory: oath-user.j2 for each user with a token
 ACCOUNTS = CLUSTER_DIR / "accounts.json"
 
 
