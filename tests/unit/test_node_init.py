@@ -1,25 +1,98 @@
-"""node-init writes the same files as the roles, so site.yml finds nothing to change."""
+"""node-init installs what `up` rendered from the roles' templates: site.yml changes nothing."""
 
-import jinja2
-from aitestbed.host.inventory import project_root
+import pytest
+from aitestbed.host import inventory, state
 from aitestbed.node import init
+from aitestbed.node.config import NodeConfig
+
+from . import ansible_render
 
 
-def _render_role_template(groups):
-    path = project_root() / "roles" / "sshd" / "templates" / "access.conf.j2"
-    # Ansible's template module renders with trim_blocks=True.
-    env = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True)
-    return env.from_string(path.read_text()).render(ssh_allow_groups=groups)
+@pytest.fixture
+def cluster(isolated_state):
+    """A prepared mini cluster (its state directory) and its topology."""
+    topology = inventory.load("mini")
+    cluster = state.ClusterState("c1")
+    record = state.ClusterRecord(name="c1", profile="mini", inventory="", systems=None,
+                                 user="alice", ports={})
+    cluster.save(record)
+    cluster.prepare(topology, record)
+    return cluster, topology
 
 
-def test_access_dropin_matches_the_sshd_roles_template():
-    for groups in ([], ["graphcore"], ["cerebras", "staff"]):
-        assert init.sshd_access(groups) == _render_role_template(groups)
+@pytest.fixture
+def node_root(tmp_path, monkeypatch):
+    """node-init's sshd destinations under tmp_path."""
+    monkeypatch.setattr(init, "ACCESS_DROPIN", tmp_path / "sshd_config.d" / "50-access.conf")
+    monkeypatch.setattr(init, "OATH_DIR", tmp_path / "oath" / "users")
+    return tmp_path
 
 
-def test_a_node_nobody_may_enter_denies_every_user():
-    assert "DenyUsers *" in init.sshd_access([])
-    assert "AllowGroups graphcore\n" in init.sshd_access(["graphcore"])
+@pytest.fixture
+def configure(monkeypatch):
+    """Run node-init's sshd step as node `name`, reading that node's state directory."""
+    def run(cluster, name):
+        monkeypatch.setattr(init, "NODE_DIR", cluster.node_dir(name))
+        init.configure_sshd(NodeConfig.load(cluster.node_dir(name)))
+    return run
+
+
+def test_node_init_installs_the_access_rules_of_the_roles_template(cluster, node_root,
+                                                                     configure):
+    cluster, topology = cluster
+    for name in ("gc-poplar-01", "gc-poplar-02", "sn30-r1-h1", "gc-login-01"):
+        configure(cluster, name)
+        installed = init.ACCESS_DROPIN.read_text()
+        assert installed == ansible_render.template("sshd", "access.conf.j2",
+                                                    topology.hostvars[name]), name
+        assert ("DenyUsers *" in installed) == (not topology.node(name).ssh_allow_groups)
+        # Passcodes are enrolled on the login nodes only.
+        assert init.OATH_DIR.exists() == topology.node(name).ssh_mfa, name
+
+
+def test_the_oath_line_node_init_installs_is_what_ansible_renders(cluster, node_root, configure):
+    cluster, topology = cluster
+    token = cluster.registry().token("alice")
+    configure(cluster, "gc-login-01")
+    (installed,) = init.OATH_DIR.iterdir()
+    written = ansible_render.run_template_task(
+        "sshd", "mfa.yml", "Enrol the users' passcode tokens",
+        {**topology.hostvars["gc-login-01"], "sshd_mfa_tokens": {"alice": token}})
+    assert {f"/etc/oath/users/{installed.name}": installed.read_text()} == written
+    assert installed.read_text() == f"HOTP/T30/8\talice\t-\t{token['secret']}\n"
+    assert installed.stat().st_mode & 0o777 == 0o600
+
+
+def test_enrolments_keep_pam_oaths_record_until_the_token_changes(cluster, node_root, configure):
+    cluster, topology = cluster
+    configure(cluster, "gc-login-01")
+    enrolment = init.OATH_DIR / "alice.oath"
+    # pam_oath appends the last counter and time used: what refuses a replay.
+    used = enrolment.read_text().rstrip("\n") + "\t57\t2026-11-24T10:00:00L\n"
+    enrolment.write_text(used)
+    configure(cluster, "gc-login-01")
+    assert enrolment.read_text() == used
+    # A new secret replaces the file; a user without a token loses it.
+    source = cluster.node_dir("gc-login-01") / "oath"
+    (source / "alice.oath").write_text("HOTP/T30/8\talice\t-\t" + "ee" * 20 + "\n")
+    configure(cluster, "gc-login-01")
+    assert enrolment.read_text() == "HOTP/T30/8\talice\t-\t" + "ee" * 20 + "\n"
+    (source / "alice.oath").unlink()
+    configure(cluster, "gc-login-01")
+    assert list(init.OATH_DIR.iterdir()) == []
+
+
+def test_the_state_holds_an_enrolment_per_active_user_on_login_nodes_only(cluster):
+    cluster, topology = cluster
+    for node in topology.nodes:
+        oath = cluster.node_dir(node.name) / "oath"
+        assert oath.is_dir() == node.ssh_mfa, node.name
+        if node.ssh_mfa:
+            assert sorted(p.name for p in oath.iterdir()) == ["alice.oath"]
+    registry = cluster.registry()
+    registry.offboard("alice")
+    cluster.publish_accounts(topology, registry, {})
+    assert list((cluster.node_dir("gc-login-01") / "oath").iterdir()) == []
 
 
 def test_install_file_replaces_only_on_change(tmp_path):

@@ -237,3 +237,9 @@ def test_a_purged_project_is_listed_only_when_asked_for(testbed, capsys):
     assert code == 0 and list(by_name(out)) == ["alice", "demo_proj"]
     code, out, _ = run(capsys, "-p", "llm_scaling", "--json")
     assert code == 0 and by_name(out)["llm_scaling"]["used_files"] == 0
+
+
+def test_the_accounts_file_is_the_one_the_cluster_mount_carries(monkeypatch):
+    from aitestbed.node.config import CLUSTER_DIR
+    monkeypatch.delenv("AITESTBED_ACCOUNTS", raising=False)
+    assert quota.accounts_path() == CLUSTER_DIR / "accounts.json"

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from aitestbed.cerebras.config import CREDENTIALS_ROOT, USERNODE_CONFIG
 from aitestbed.cerebras.kubeapi import NAMESPACE
-from aitestbed.node.init import CLUSTER, NODE, install_file
+from aitestbed.node.config import ACCOUNTS, CLUSTER_DIR, NODE_DIR, NodeConfig
+from aitestbed.node.init import install_file
 
 SERVICE_USER = "wsjob"
 SOFTWARE_SOURCE = Path("/opt/cerebras/software")
@@ -37,7 +38,7 @@ KUBERNETES = Path("/etc/kubernetes")
 def credentials_dir(dest: Path, server: str, cert: Path, key: Path,
                     uid: int = 0, gid: int = 0) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    install_file(CLUSTER / "kubernetes" / "ca.crt", dest / "ca.crt", 0o444)
+    install_file(CLUSTER_DIR / "kubernetes" / "ca.crt", dest / "ca.crt", 0o444)
     install_file(server + "\n", dest / "server", 0o444)
     install_file(cert, dest / "client.crt", 0o400, uid, gid)
     install_file(key, dest / "client.key", 0o400, uid, gid)
@@ -60,7 +61,7 @@ def kubeconfig(directory: Path) -> str:
 def management_node(cluster: dict, own: Path) -> None:
     pki = KUBERNETES / "pki"
     pki.mkdir(parents=True, exist_ok=True)
-    install_file(CLUSTER / "kubernetes" / "ca.crt", pki / "ca.crt", 0o444)
+    install_file(CLUSTER_DIR / "kubernetes" / "ca.crt", pki / "ca.crt", 0o444)
     for name in ("apiserver.crt", "apiserver.key", "sa.key", "sa.pub"):
         install_file(own / name, pki / name, 0o600)
     for identity in ("admin", "controller"):
@@ -87,7 +88,7 @@ def appliance_dirs() -> None:
 def login_node(cluster: dict, accounts: dict) -> None:
     ca = Path("/opt/cerebras/certs/ca.crt")
     ca.parent.mkdir(parents=True, exist_ok=True)
-    install_file(CLUSTER / "kubernetes" / "ca.crt", ca, 0o444)
+    install_file(CLUSTER_DIR / "kubernetes" / "ca.crt", ca, 0o444)
     install_file(json.dumps({
         "clusters": [{"name": "cerebras1", "server": cluster["server"],
                       "certificateAuthority": str(ca)}],
@@ -97,7 +98,7 @@ def login_node(cluster: dict, accounts: dict) -> None:
     install_file(PIP_CONF, Path("/etc/pip.conf"), 0o644)
     CREDENTIALS_ROOT.mkdir(parents=True, exist_ok=True)
     for user in accounts["users"]:
-        source = CLUSTER / "users" / user["name"]
+        source = CLUSTER_DIR / "users" / user["name"]
         if user.get("active", True) and (source / "kube.crt").is_file():
             credentials_dir(CREDENTIALS_ROOT / user["name"], cluster["server"],
                             source / "kube.crt", source / "kube.key", user["uid"], user["gid"])
@@ -113,23 +114,23 @@ def link_software() -> None:
 
 
 def main() -> None:
-    node = json.loads((NODE / "node.json").read_text())
-    cluster_file = CLUSTER / "kubernetes" / "cluster.json"
-    if node["system"] != "cerebras" or not cluster_file.is_file():
+    node = NodeConfig.load()
+    cluster_file = CLUSTER_DIR / "kubernetes" / "cluster.json"
+    if node.system != "cerebras" or not cluster_file.is_file():
         return
     cluster = json.loads(cluster_file.read_text())
-    if "/software" in node["mounts"]:
+    if "/software" in node.mounts:
         link_software()
-    own = NODE / "kubernetes"
+    own = NODE_DIR / "kubernetes"
     if (own / "apiserver.crt").is_file():
         management_node(cluster, own)
     if (own / "agent.crt").is_file():
         credentials_dir(KUBERNETES / "agent", cluster["server"], own / "agent.crt",
                         own / "agent.key")
-    if "/n1" in node["mounts"]:
+    if "/n1" in node.mounts:
         appliance_dirs()
-    if node["node_class"] == "login":
-        login_node(cluster, json.loads((CLUSTER / "accounts.json").read_text()))
+    if node.node_class == "login":
+        login_node(cluster, json.loads(ACCOUNTS.read_text()))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from aitestbed.host.naming import (
     volume_name,
 )
 from aitestbed.host.state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
+from aitestbed.node.config import CLUSTER_DIR, NODE_DIR
 
 PARALLEL = 4
 
@@ -172,8 +173,8 @@ def _ensure_node(client, state: ClusterState, record: ClusterRecord, network, ta
 def _create(client, state: ClusterState, record: ClusterRecord, network, image: str, node: Node):
     api = client.api
     binds = {
-        str(state.node_dir(node.name)): {"bind": "/etc/aitestbed/node", "mode": "ro"},
-        str(state.common_dir): {"bind": "/etc/aitestbed/cluster", "mode": "ro"},
+        str(state.node_dir(node.name)): {"bind": str(NODE_DIR), "mode": "ro"},
+        str(state.common_dir): {"bind": str(CLUSTER_DIR), "mode": "ro"},
     }
     for mount in node.mounts:
         binds[volume_name(state.name, mount)] = {"bind": mount, "mode": "rw"}

@@ -6,6 +6,7 @@ Layout under $XDG_STATE_HOME/aitestbed/<cluster>/ (default ~/.local/state):
   login/              host side: ssh_config, known_hosts, the user's login key
   common/             mounted read-only on every node at /etc/aitestbed/cluster
   nodes/<node>/       mounted read-only on that node at /etc/aitestbed/node
+                      (what the nodes find there: aitestbed.node.config)
 Secrets are generated here at the first `up` and never baked into images.
 """
 
@@ -24,10 +25,11 @@ from pathlib import Path
 
 import yaml
 
-from aitestbed.host import accounts, kube_pki, slurmconf
+from aitestbed.host import accounts, kube_pki, slurmconf, sshdconf
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
 from aitestbed.host.naming import container_name
+from aitestbed.node.config import ACCESS_CONF, NODE_JSON, OATH_USERS, NodeConfig
 
 DEFAULT_USER = "trainee"
 ASKPASS = """#!/bin/sh
@@ -147,14 +149,10 @@ class ClusterState:
                 lines.extend(f"{name} {host_keys[node.name]}\n" for name in names)
         self._write(self.login_dir / "known_hosts", "".join(lines))
         self._accounts(topology, record.user)
+        access = sshdconf.access(topology)
         for node in topology.nodes:
-            self._write(self.node_dir(node.name) / "node.json", json.dumps({
-                "name": node.name, "system": node.system, "node_class": node.node_class,
-                "fqdn": node.fqdn, "ssh_allow_groups": list(node.ssh_allow_groups),
-                "ssh_mfa": node.ssh_mfa,
-                "mounts": list(node.mounts), "services": list(node.services),
-                "slurm_cluster": node.slurm_cluster,
-            }, indent=2) + "\n")
+            self._write(self.node_dir(node.name) / NODE_JSON, node_config(node).to_json())
+            self._write(self.node_dir(node.name) / ACCESS_CONF, access[node.name])
         self._render_inventory(topology, record)
         self._slurm(topology)
 
@@ -218,8 +216,10 @@ class ClusterState:
                          system_groups: dict[str, int]) -> dict:
         """Render the registry for the nodes: accounts.json, users' keys, passcode tokens.
 
-        Tokens go to the login nodes' own directories only; each user also gets an
-        askpass program on the host (what they type at `Password:`, for SSH_ASKPASS).
+        Tokens go to the login nodes' own directories only: mfa.json for the roles,
+        and oath/<user>.oath, each user's pam_oath enrolment, for node-init. Each
+        user also gets an askpass program on the host (what they type at
+        `Password:`, for SSH_ASKPASS).
         """
         keys = {}
         for name in registry.users:
@@ -231,10 +231,12 @@ class ClusterState:
         (self.common_dir / "accounts.json").chmod(0o644)
         active = [u["name"] for u in resolved["users"] if u["active"]]
         tokens = {name: registry.token(name) for name in active}
+        enrolments = sshdconf.oath_files(tokens)
         for node in topology.nodes:
             if node.ssh_mfa:
                 self._write(self.node_dir(node.name) / "mfa.json",
                             json.dumps({"users": tokens}, indent=2, sort_keys=True) + "\n")
+                self._replace_dir(self.node_dir(node.name) / OATH_USERS, enrolments)
         for name in registry.users:
             askpass = self.askpass_path(name)
             if name in active:
@@ -265,6 +267,16 @@ class ClusterState:
         }
         self._write(self.inventory_path, yaml.safe_dump(rendered, sort_keys=False))
 
+    @classmethod
+    def _replace_dir(cls, directory: Path, files: dict[str, str]) -> None:
+        """directory holds exactly these files (name -> text)."""
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for name, text in files.items():
+            cls._write(directory / name, text)
+        for path in directory.iterdir():
+            if path.name not in files:
+                path.unlink()
+
     @staticmethod
     def _write(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -273,6 +285,15 @@ class ClusterState:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
         tmp.replace(path)
+
+
+def node_config(node: Node) -> NodeConfig:
+    """node.json: what node-init and the node's start-up steps read of the inventory."""
+    return NodeConfig(
+        name=node.name, system=node.system, node_class=node.node_class, fqdn=node.fqdn,
+        ssh_allow_groups=list(node.ssh_allow_groups), ssh_mfa=node.ssh_mfa,
+        mounts=list(node.mounts), services=list(node.services),
+        slurm_cluster=node.slurm_cluster)
 
 
 def account_spec(common_vars: dict, practice_user: str) -> accounts.Spec:

@@ -1,14 +1,14 @@
 """Container entrypoint: apply this cluster's per-host settings, then run services.
 
 Everything per class is in the image (roles applied at build). What differs per
-cluster or host is read from the state directory the CLI mounts read-only:
-  /etc/aitestbed/node/     node.json, this host's ssh host key, and on login nodes
-                           mfa.json (the users' passcode tokens)
-  /etc/aitestbed/cluster/  accounts.json, ssh_known_hosts, users' cluster keys,
-                           munge.key and slurm/<slurm cluster>/ (rendered configuration)
-It runs at every container start and is idempotent. The files it writes are the
-same ones the roles write under `site.yml` (roles/sshd, roles/accounts, roles/munge,
-roles/slurm_client), so a converging `site.yml` run finds nothing to change.
+cluster or host is read from the state directory the CLI mounts read-only
+(aitestbed.node.config: NODE_DIR holds this host's node.json, keys and rendered
+sshd files, CLUSTER_DIR the accounts, known hosts, munge key and rendered Slurm
+configuration). It runs at every container start and is idempotent. The files it
+writes are the same ones the roles write under `site.yml` (roles/sshd,
+roles/accounts, roles/munge, roles/slurm_client); those the roles template were
+rendered from the roles' own templates at `up`, so a converging `site.yml` run
+finds nothing to change.
 """
 
 from __future__ import annotations
@@ -21,20 +21,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-NODE = Path("/etc/aitestbed/node")
-CLUSTER = Path("/etc/aitestbed/cluster")
+from aitestbed.node.config import (
+    ACCESS_CONF,
+    ACCOUNTS,
+    CLUSTER_DIR,
+    NODE_DIR,
+    OATH_USERS,
+    NodeConfig,
+)
+
 READY = Path("/run/aitestbed/initialized")
 HOOKS = Path("/etc/aitestbed/init.d")
 SERVICES = "/usr/local/sbin/aitestbed-services"
 ACCESS_DROPIN = Path("/etc/ssh/sshd_config.d/50-aitestbed-access.conf")
 OATH_DIR = Path("/etc/oath/users")
-
-
-def sshd_access(allow_groups: list[str]) -> str:
-    """Who may log in over ssh here (kept identical to roles/sshd's template)."""
-    if allow_groups:
-        return f"# Managed by aitestbed\nAllowGroups {' '.join(allow_groups)}\n"
-    return "# Managed by aitestbed: no user may log in over ssh on this node\nDenyUsers *\n"
 
 
 def install_file(src: Path | str, dest: Path, mode: int, uid: int = 0, gid: int = 0) -> None:
@@ -109,7 +109,7 @@ def ensure_home(user: dict) -> None:
     ssh = home / ".ssh"
     ssh.mkdir(mode=0o700, exist_ok=True)
     os.chown(ssh, uid, gid)
-    keys = CLUSTER / "users" / user["name"]
+    keys = CLUSTER_DIR / "users" / user["name"]
     for name, mode in (("id_ed25519", 0o600), ("id_ed25519.pub", 0o644)):
         if not (ssh / name).exists():  # never replace a key the user put there
             install_file(keys / name, ssh / name, mode, uid, gid)
@@ -121,38 +121,44 @@ def ensure_home(user: dict) -> None:
                      uid, gid)
 
 
-def oath_entry(user: str, token: dict) -> str:
-    """The user's pam_oath line (kept identical to roles/sshd's enrolment)."""
-    return f"HOTP/T30/8\t{user}\t{token.get('pin', '-')}\t{token['secret']}\n"
+def configure_sshd(node: NodeConfig) -> None:
+    """Who may log in here and, on login nodes, the users' passcode enrolments.
+
+    Both were rendered at `up` from roles/sshd's own templates (aitestbed.host.sshdconf).
+    """
+    install_file(NODE_DIR / ACCESS_CONF, ACCESS_DROPIN, 0o644)
+    if node.ssh_mfa:
+        enrol_passcodes(NODE_DIR / OATH_USERS)
 
 
-def enrol_passcodes(tokens: dict[str, dict]) -> None:
-    """One pam_oath file per user with a token; offboarded users' files go.
+def enrol_passcodes(source: Path) -> None:
+    """One pam_oath file per user with a token (source/<user>.oath); offboarded users' files go.
 
     A file whose user, PIN and secret are unchanged is kept as it is: pam_oath
     records the last code used there, which is what refuses a replay.
     """
+    enrolments = {path.name: path.read_text() for path in sorted(source.iterdir())
+                  if path.suffix == ".oath"}
     OATH_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for user, token in tokens.items():
-        path = OATH_DIR / f"{user}.oath"
-        wanted = oath_entry(user, token)
+    for name, wanted in enrolments.items():
+        path = OATH_DIR / name
         current = path.read_text() if path.is_file() else ""
         if current.split("\t")[:4] != wanted.rstrip("\n").split("\t"):
             install_file(wanted, path, 0o600)
     for path in OATH_DIR.glob("*.oath"):
-        if path.stem not in tokens:
+        if path.name not in enrolments:
             path.unlink(missing_ok=True)
 
 
 def install_munge_key() -> None:
     munge = pwd.getpwnam("munge")
-    install_file(CLUSTER / "munge.key", Path("/etc/munge/munge.key"), 0o400,
+    install_file(CLUSTER_DIR / "munge.key", Path("/etc/munge/munge.key"), 0o400,
                  munge.pw_uid, munge.pw_gid)
 
 
 def configure_slurm(slurm_cluster: str) -> None:
     """This host's Slurm cluster configuration, rendered at `up`."""
-    for source in sorted((CLUSTER / "slurm" / slurm_cluster).iterdir()):
+    for source in sorted((CLUSTER_DIR / "slurm" / slurm_cluster).iterdir()):
         install_file(source, Path("/etc/slurm") / source.name, 0o644)
 
 
@@ -174,36 +180,34 @@ def run_hooks() -> None:
 
 def main() -> None:
     READY.unlink(missing_ok=True)
-    node = json.loads((NODE / "node.json").read_text())
-    accounts = json.loads((CLUSTER / "accounts.json").read_text())
+    node = NodeConfig.load()
+    accounts = json.loads(ACCOUNTS.read_text())
 
-    install_file(NODE / "ssh_host_ed25519_key", Path("/etc/ssh/ssh_host_ed25519_key"), 0o600)
-    install_file(NODE / "ssh_host_ed25519_key.pub",
+    install_file(NODE_DIR / "ssh_host_ed25519_key", Path("/etc/ssh/ssh_host_ed25519_key"), 0o600)
+    install_file(NODE_DIR / "ssh_host_ed25519_key.pub",
                  Path("/etc/ssh/ssh_host_ed25519_key.pub"), 0o644)
-    install_file(CLUSTER / "ssh_known_hosts", Path("/etc/ssh/ssh_known_hosts"), 0o644)
-    install_file(sshd_access(node["ssh_allow_groups"]), ACCESS_DROPIN, 0o644)
-    if node.get("ssh_mfa"):
-        enrol_passcodes(json.loads((NODE / "mfa.json").read_text())["users"])
+    install_file(CLUSTER_DIR / "ssh_known_hosts", Path("/etc/ssh/ssh_known_hosts"), 0o644)
+    configure_sshd(node)
 
-    if "munge" in node["services"]:
+    if "munge" in node.services:
         install_munge_key()
-    if node["slurm_cluster"]:
-        configure_slurm(node["slurm_cluster"])
-    enable_services(node["services"])
+    if node.slurm_cluster:
+        configure_slurm(node.slurm_cluster)
+    enable_services(node.services)
 
     projects = accounts.get("projects", [])
     ensure_groups(accounts["groups"] + projects)
     for user in accounts["users"]:
         ensure_user(user)
-        if "/home" in node["mounts"] and user.get("active", True):
+        if "/home" in node.mounts and user.get("active", True):
             ensure_home(user)
-    if "/projects" in node["mounts"]:
+    if "/projects" in node.mounts:
         for project in projects:
             ensure_project_dir(project)
     run_hooks()
 
     READY.parent.mkdir(parents=True, exist_ok=True)
-    READY.write_text(node["name"] + "\n")
+    READY.write_text(node.name + "\n")
     sys.stdout.flush()
     os.execv(SERVICES, [SERVICES])
 

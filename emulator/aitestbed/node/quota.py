@@ -18,7 +18,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ACCOUNTS = Path("/etc/aitestbed/cluster/accounts.json")
+from aitestbed.node.config import ACCOUNTS
+
 HOME_QUOTA = {"bytes": 1 << 40, "files": 1_000_000}
 PROJECT_QUOTA = {"bytes": 2 << 40, "files": 2_000_000}
 FOOTNOTE = ("Quotas are reported, not enforced, in the emulated testbed: its volumes have no "
