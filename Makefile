@@ -14,7 +14,7 @@ AITESTBED := $(BIN)/aitestbed --name $(NAME)
 
 help:
 	@echo "make cluster-up [PROFILE=alcf|mini] [SYSTEMS=graphcore,sambanova] [NAME=aitestbed]"
-	@echo "make test        cluster tests on a cluster of their own, then unit tests"
+	@echo "make test        unit tests, then cluster tests on a cluster of their own"
 	@echo "make cluster-down | cluster-destroy | status | lint | bench"
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -47,10 +47,12 @@ cluster-destroy: venv
 status: venv
 	$(AITESTBED) status
 
-# tests/cluster first: bringing its cluster up builds the images and fetches the MNIST
-# archive that some of the facades' unit tests use (they skip without it).
+# The unit tests first, fast and without containers: a failure there stops before a
+# cluster is brought up. (The MNIST archive a few of them use is fetched into
+# build/downloads on first use, the same cache the image build fills.)
 test: venv engine
-	$(BIN)/pytest tests/cluster tests/unit
+	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/cluster
 
 test-unit: venv
 	$(BIN)/pytest tests/unit

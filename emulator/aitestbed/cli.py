@@ -8,12 +8,11 @@ import sys
 import time
 
 import click
-from docker.errors import DockerException
 
 from aitestbed.exercises.cli import exercise
 from aitestbed.host import images, lifecycle, passcode, sshconfig
 from aitestbed.host.engine import connect
-from aitestbed.host.errors import AitestbedError
+from aitestbed.host.errors import AitestbedError, run_click
 from aitestbed.host.health import cluster_status, wait_ready
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.inventory import parse_systems
@@ -266,21 +265,7 @@ cli.add_command(exercise)
 
 
 def main() -> None:
-    try:
-        cli(standalone_mode=False)
-    except click.exceptions.Abort:
-        sys.exit(130)
-    except click.ClickException as err:
-        err.show()
-        sys.exit(err.exit_code)
-    except AitestbedError as err:
-        click.echo(f"aitestbed: error: {err}", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except DockerException as err:  # engine/API failures: one line, no traceback
-        click.echo(f"aitestbed: error: Docker engine: {err}", err=True)
-        sys.exit(1)
+    run_click(cli, "aitestbed")
 
 
 if __name__ == "__main__":

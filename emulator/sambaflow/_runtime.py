@@ -20,8 +20,7 @@ import pwd
 import sys
 from dataclasses import dataclass
 
-from aitestbed.devices.clock import TimeScaleError, VirtualClock
-from aitestbed.devices.host import keep_openblas_single_threaded, show_device_time_in_progress_bars
+from aitestbed.devices.host import FacadeRuntime, start
 
 from ._errors import SambaError
 
@@ -53,11 +52,10 @@ def _platform_from_env() -> Platform:
     return Platform("SN30", 8)
 
 
-class Runtime:
+class Runtime(FacadeRuntime):
     def __init__(self) -> None:
-        self.clock = VirtualClock()
+        super().__init__()
         self._platform: Platform | None = None
-        self._cpu_tuned = False
         self._deferred: list[str] = []
         self._deferred_registered = False
 
@@ -161,23 +159,16 @@ class Runtime:
             return os.environ.get("USER", str(os.getuid()))
 
     # -- the host CPUs ----------------------------------------------------------------------------
-    def tune_cpu(self) -> None:
-        """Give torch the CPUs this task may use, shared among the job step's tasks on the
-        node, and never more threads than CPUs (the guide's OMP_NUM_THREADS=16 is for a
-        128-CPU node); keep OpenBLAS single-threaded inside them."""
-        if self._cpu_tuned:
-            return
-        self._cpu_tuned = True
-        import torch
-
+    def torch_threads(self) -> int:
+        """The CPUs this task may use, shared among the job step's tasks on the node, and
+        never more threads than CPUs (the guide's OMP_NUM_THREADS=16 is for a 128-CPU
+        node). tune_cpu gives them to torch (samba's import does, before any thread)."""
         cpus = max(1, len(os.sched_getaffinity(0)))
         local_tasks = _tasks_on_this_node()
         if local_tasks > 1 and cpus > 1:
             cpus = max(1, cpus // local_tasks)
         wanted = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-        threads = min(cpus, int(wanted)) if wanted.isdigit() and int(wanted) > 0 else cpus
-        torch.set_num_threads(threads)
-        keep_openblas_single_threaded()
+        return min(cpus, int(wanted)) if wanted.isdigit() and int(wanted) > 0 else cpus
 
 
 def _tasks_on_this_node() -> int:
@@ -211,10 +202,5 @@ def _install_excepthook() -> None:
     sys.excepthook = hook
 
 
-try:
-    runtime = Runtime()
-except TimeScaleError as err:
-    sys.stderr.write(f"{err}\n")
-    raise SystemExit(1) from None
-show_device_time_in_progress_bars(runtime.clock)
+runtime = start(Runtime)
 _install_excepthook()

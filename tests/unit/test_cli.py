@@ -48,3 +48,38 @@ def test_help_lists_every_command():
     result = aitestbed("--help")
     for command in ("up", "down", "destroy", "status", "wait", "ssh-config", "shell"):
         assert f"  {command} " in result.stdout
+
+
+
+def _errors():
+    import click
+    from aitestbed.host.errors import AitestbedError
+    from docker.errors import DockerException
+
+    return {"ours": AitestbedError("no such cluster"), "engine": DockerException("gone"),
+            "usage": click.UsageError("no such option: -x"), "interrupt": KeyboardInterrupt(),
+            "abort": click.exceptions.Abort()}
+
+
+@pytest.mark.parametrize(("raised", "status", "stderr"), [
+    ("ours", 1, "prog: error: no such cluster\n"),
+    ("engine", 1, "prog: error: Docker engine: gone\n"),
+    ("usage", 2, "Usage: prog [OPTIONS]\nTry 'prog --help' for help.\n\n"
+                 "Error: no such option: -x\n"),
+    ("interrupt", 130, "\n"),  # click ends the ^C line
+    ("abort", 130, ""),
+])
+def test_run_click_ends_every_program_the_same_way(raised, status, stderr, capsys, monkeypatch):
+    """`aitestbed` (cli.main) and `rehearse` (rehearse.run) both end through run_click."""
+    import click
+    from aitestbed.host.errors import run_click
+
+    @click.command()
+    def command():
+        raise _errors()[raised]
+
+    monkeypatch.setattr(sys, "argv", ["prog"])
+    with pytest.raises(SystemExit) as end:
+        run_click(command, "prog")
+    assert end.value.code == status
+    assert capsys.readouterr().err == stderr

@@ -1,7 +1,7 @@
 """The shared device models: the IPU's capacity and checks, device time, timing."""
 
 import pytest
-from aitestbed.devices import clock
+from aitestbed.devices import clock, host
 from aitestbed.devices.base import (
     Allocation,
     InsufficientDevicesError,
@@ -101,6 +101,39 @@ def test_a_bad_time_scale_is_a_clear_error(raw):
         clock.time_scale({"AITESTBED_TIME_SCALE": raw})
     assert clock.time_scale({}) == 0.0
 
+
+
+def test_a_facade_starts_with_bars_on_device_time_or_stops_on_a_bad_time_scale(
+        monkeypatch, capsys):
+    tqdm_std = pytest.importorskip("tqdm.std")
+    monkeypatch.setattr(tqdm_std, "time", tqdm_std.time)
+    monkeypatch.setenv("AITESTBED_TIME_SCALE", "0")
+    runtime = host.start(host.FacadeRuntime)
+    assert tqdm_std.time == runtime.clock.now
+    monkeypatch.setenv("AITESTBED_TIME_SCALE", "fast")
+    with pytest.raises(SystemExit) as stop:
+        host.start(host.FacadeRuntime)
+    assert stop.value.code == 1
+    assert capsys.readouterr().err.startswith("AITESTBED_TIME_SCALE='fast' is not a time scale")
+
+
+def test_a_facade_tunes_torch_threads_once_and_may_leave_them_to_torch(monkeypatch):
+    torch = pytest.importorskip("torch")
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    monkeypatch.setattr(host, "keep_openblas_single_threaded", lambda: calls.append("blas"))
+    runtime = host.FacadeRuntime()
+    runtime.tune_cpu()
+    runtime.tune_cpu()
+    assert calls == [runtime.torch_threads(), "blas"]
+
+    class Untouched(host.FacadeRuntime):
+        def torch_threads(self):
+            return None
+
+    calls.clear()
+    Untouched().tune_cpu()
+    assert calls == ["blas"]
 
 def test_timing_reproduces_the_documented_runs():
     mnist = timing.calibration("mnist")

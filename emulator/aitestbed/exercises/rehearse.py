@@ -28,7 +28,7 @@ import yaml
 from aitestbed.exercises import catalog, checks
 from aitestbed.exercises.session import Result, Session
 from aitestbed.host import sshconfig
-from aitestbed.host.errors import AitestbedError
+from aitestbed.host.errors import AitestbedError, run_click
 from aitestbed.host.state import ClusterState
 
 AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
@@ -500,16 +500,7 @@ def main(cluster: str | None, user: str, keep: bool, only: str | None) -> None:
 
 
 def run() -> None:
-    try:
-        main(standalone_mode=False)
-    except click.ClickException as err:
-        err.show()
-        sys.exit(err.exit_code)
-    except AitestbedError as err:
-        click.echo(f"rehearse: error: {err}", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run_click(main, "rehearse")
 
 
 if __name__ == "__main__":

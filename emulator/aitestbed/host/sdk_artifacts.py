@@ -29,8 +29,17 @@ def _role_defaults(root: Path, role: str) -> dict:
     return yaml.safe_load((root / "roles" / role / "defaults" / "main.yml").read_text())
 
 
+def mnist_source(root: Path | None = None) -> Path:
+    """The MNIST source archive in build/downloads, fetched once per checkout.
+
+    The image build copies it to the SDK roles; the facades' unit tests build their
+    MNIST from the same file (tests/unit/conftest.py), fetching it if the build has not.
+    """
+    return mnist.fetch((root or project_root()) / "build" / "downloads")
+
+
 def _copy_mnist_source(root: Path, out: Path) -> None:
-    source = mnist.fetch(root / "build" / "downloads")
+    source = mnist_source(root)
     shutil.copy2(source, out / source.name)
 
 

@@ -1,6 +1,7 @@
 """Generic code of every node container, whatever its system.
 
   init           the container entrypoint: per-cluster and per-host settings, then services
+  daemon         what every daemon shares: a JSON-over-HTTP handler and an atomic save
   processes      is a process alive, and is it still the one we started
   quota          `myquota`
   systemctl      `systemctl status` for the services a role describes

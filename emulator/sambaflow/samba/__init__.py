@@ -3,7 +3,7 @@
     samba.randn / randint / zeros            SambaTensors (named, with a batch dimension)
     samba.from_torch_tensor, samba.to_torch  wrap and unwrap torch tensors (no copy)
     samba.from_torch_model_ (from_torch_)    make a model's parameters SambaParameters
-    samba.session.compile / run / to_cpu     the PEF's life (see samba._session)
+    samba.session.compile / run / to_cpu     the PEF's life (see samba._session: _compile, _run)
     samba.optim.SGD / Adam / AdamW
 """
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import threading
 from dataclasses import asdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from aitestbed.graphcore.vipu.pod import Pod, PodError
+from aitestbed.node.daemon import JsonHandler, save_json
 
 API = "/api/v1"
 
@@ -37,25 +37,11 @@ class VipuServer(ThreadingHTTPServer):
             self.pod.load_partitions(json.loads(self.state_file.read_text()))
 
     def save(self) -> None:
-        tmp = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(self.pod.to_dict(), indent=2) + "\n")
-        tmp.replace(self.state_file)
+        save_json(self.state_file, self.pod.to_dict())
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: VipuServer
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
-        pass  # one line per request would drown the service log
-
-    def _reply(self, status: int, body: dict | None = None) -> None:
-        data = json.dumps(body if body is not None else {}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _partition_name(self) -> str | None:
         prefix = f"{API}/partitions/"
@@ -65,34 +51,33 @@ class _Handler(BaseHTTPRequestHandler):
         pod = self.server.pod
         with self.server.lock:
             if self.path == f"{API}/ping":
-                return self._reply(200, {"status": "ok"})
+                return self.reply(200, {"status": "ok"})
             if self.path == f"{API}/pod":
-                return self._reply(200, {"hosts": pod.hosts, "size": pod.size})
+                return self.reply(200, {"hosts": pod.hosts, "size": pod.size})
             if self.path == f"{API}/partitions":
-                return self._reply(200, pod.to_dict())
+                return self.reply(200, pod.to_dict())
             name = self._partition_name()
             if name and name in pod.partitions:
-                return self._reply(200, asdict(pod.partitions[name]))
-        self._reply(404, {"error": f"not found: {self.path}"})
+                return self.reply(200, asdict(pod.partitions[name]))
+        self.reply(404, {"error": f"not found: {self.path}"})
 
     def do_PUT(self) -> None:  # noqa: N802
         name = self._partition_name()
-        length = int(self.headers.get("Content-Length") or 0)
         try:
-            body = json.loads(self.rfile.read(length) or b"{}")
+            body = self.read_json()
             counts = {str(h): int(c) for h, c in body["hosts"].items()}
         except (ValueError, KeyError, AttributeError, TypeError):
-            return self._reply(400, {"error": "expected {\"hosts\": {host: count}}"})
+            return self.reply(400, {"error": "expected {\"hosts\": {host: count}}"})
         if not name:
-            return self._reply(404, {"error": f"not found: {self.path}"})
+            return self.reply(404, {"error": f"not found: {self.path}"})
         with self.server.lock:
             try:
                 partition = self.server.pod.create(name, counts, str(body.get("job_id", "")),
                                                    str(body.get("user", "")))
             except PodError as err:
-                return self._reply(err.status, {"error": str(err)})
+                return self.reply(err.status, {"error": str(err)})
             self.server.save()
-        self._reply(201, asdict(partition))
+        self.reply(201, asdict(partition))
 
     def do_DELETE(self) -> None:  # noqa: N802
         name = self._partition_name()
@@ -100,9 +85,9 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 self.server.pod.remove(name or "")
             except PodError as err:
-                return self._reply(err.status, {"error": str(err)})
+                return self.reply(err.status, {"error": str(err)})
             self.server.save()
-        self._reply(200, {"removed": name})
+        self.reply(200, {"removed": name})
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,9 +29,9 @@ import socketserver
 import struct
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from aitestbed.node.daemon import JsonHandler, save_json
 from aitestbed.node.processes import process_alive, process_start_ticks
 from aitestbed.sambanova.snd.client import DEFAULT_SOCKET
 from aitestbed.sambanova.snd.state import (
@@ -75,9 +75,7 @@ class SndServer(socketserver.ThreadingUnixStreamServer):
         self.socket_path.chmod(0o666)  # every user's runtime asks snd for tiles
 
     def save(self) -> None:
-        tmp = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(self.rdus.to_dict(), indent=2, sort_keys=True) + "\n")
-        tmp.replace(self.state_file)
+        save_json(self.state_file, self.rdus.to_dict(), sort_keys=True)
 
     def journal(self, event: str, **fields) -> None:
         entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "event": event, **fields}
@@ -90,15 +88,11 @@ class SndServer(socketserver.ThreadingUnixStreamServer):
         self.socket_path.unlink(missing_ok=True)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: SndServer
-    protocol_version = "HTTP/1.1"
 
     def address_string(self) -> str:
         return "unix"
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
-        pass
 
     def _peer(self) -> tuple[int, int, str]:
         pid, uid, _ = struct.unpack("3i", self.request.getsockopt(
@@ -109,39 +103,27 @@ class _Handler(BaseHTTPRequestHandler):
             user = str(uid)
         return pid, uid, user
 
-    def _reply(self, status: int, body: dict | list | None = None) -> None:
-        data = json.dumps(body if body is not None else {}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _body(self) -> dict:
-        length = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(length) or b"{}") if length else {}
-
     def _path(self) -> list[str]:
         return [p for p in self.path.split("?")[0].split("/") if p]
 
     def _handle(self, method: str) -> None:
         try:
-            body = self._body() if method in ("POST", "PUT") else {}
+            body = self.read_json() if method in ("POST", "PUT") else {}
             pid, uid, user = self._peer()
             with self.server.lock:
                 self.server.rdus.reap(process_alive)
                 status, reply, changed = self._route(method, self._path(), body, pid, uid, user)
                 if changed:
                     self.server.save()
-            self._reply(status, reply)
+            self.reply(status, reply)
         except (ValueError, KeyError, TypeError) as err:
-            self._reply(400, {"error": f"bad request: {err}"})
+            self.reply(400, {"error": f"bad request: {err}"})
         except PlacementError as err:
-            self._reply(409, {"error": str(err)})
+            self.reply(409, {"error": str(err)})
         except ForbiddenError as err:
-            self._reply(403, {"error": str(err)})
+            self.reply(403, {"error": str(err)})
         except NotFoundError as err:
-            self._reply(404, {"error": f"no such session or job: {err}"})
+            self.reply(404, {"error": f"no such session or job: {err}"})
 
     def _route(self, method: str, path: list[str], body: dict, pid: int, uid: int,
                user: str) -> tuple[int, dict | list, bool]:
