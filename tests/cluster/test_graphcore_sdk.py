@@ -8,7 +8,6 @@ wheel, clones the examples and runs them under Slurm.
 from __future__ import annotations
 
 import re
-import uuid
 
 import pytest
 
@@ -22,11 +21,7 @@ MNIST_DIR = "~/graphcore/examples/tutorials/simple_applications/pytorch/mnist"
 
 def on_poplar(cluster, script: str, timeout: float = 600) -> tuple[int, str]:
     """Run `script` in a login shell on gc-poplar-02, reached from gc-login-01 as in the guide."""
-    name = f".aitestbed-step-{uuid.uuid4().hex[:8]}.sh"
-    rc, out = cluster.run(LOGIN, f"cat > ~/{name} <<'EOF'\n{script}\nEOF")
-    assert rc == 0, out
-    return cluster.run(LOGIN, f"ssh {POPLAR} bash -l ~/{name}; rc=$?; rm -f ~/{name}; exit $rc",
-                       timeout=timeout)
+    return cluster.hop(LOGIN, POPLAR, script, timeout=timeout)
 
 
 def in_venv(script: str) -> str:

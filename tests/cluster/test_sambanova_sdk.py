@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 
 import pytest
 
@@ -25,11 +24,7 @@ COMPILE_LENET = ("test -e pef/lenet/lenet.pef || srun python lenet.py compile "
 
 def on_node(cluster, node: str, script: str, timeout: float = 900) -> tuple[int, str]:
     """Run `script` in a login shell on `node`, reached from the login node as in the guide."""
-    name = f".aitestbed-step-{uuid.uuid4().hex[:8]}.sh"
-    rc, out = cluster.run(LOGIN, f"cat > ~/{name} <<'EOF'\n{script}\nEOF")
-    assert rc == 0, out
-    return cluster.run(LOGIN, f"ssh {node} bash -l ~/{name}; rc=$?; rm -f ~/{name}; exit $rc",
-                       timeout=timeout)
+    return cluster.hop(LOGIN, node, script, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
