@@ -27,11 +27,11 @@ import yaml
 
 from aitestbed.exercises import catalog, checks
 from aitestbed.exercises.session import Result, Session
-from aitestbed.host import sshconfig
+from aitestbed.host import driver
+from aitestbed.host.driver import Driver, wait_for
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.state import ClusterState
 
-AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
 FIRST_UID = 20001
 STEP_TIMEOUT = 900.0
 POLL = 1.0
@@ -48,39 +48,34 @@ def _tail(text: str, lines: int = 6) -> str:
 # the scripted learner -------------------------------------------------------------------
 @dataclass
 class Learner:
-    """A user at this machine's terminal: ssh, scp, and hops from a login node."""
+    """A user at this machine's terminal (aitestbed.host.driver): ssh, scp, and hops from
+    a login node; a failed step raises StepError."""
 
     session: Session
     user: str
     logged_in: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    driver: Driver = field(init=False, repr=False)
 
-    @property
-    def ssh_config(self) -> str:
-        return str(self.session.state.ssh_config_path)
+    def __post_init__(self) -> None:
+        self.driver = Driver(self.session.state.name, self.user)
 
     def log_in(self, host: str) -> None:
         """Type the passcode once per login node; later ssh and scp share the connection."""
         with self._lock:
             if host in self.logged_in:
                 return
-            result = sshconfig.log_in(self.session.state, host, self.user)
+            result = self.driver.log_in(host)
             if result.returncode:
                 raise StepError(f"ssh {self.user}@{host} with the passcode: "
                                 f"{_tail(result.stderr)}")
             self.logged_in.add(host)
 
-    def ssh_argv(self, host: str, *options: str) -> list[str]:
-        self.log_in(host)
-        return ["ssh", "-F", self.ssh_config, "-o", "BatchMode=yes", "-l", self.user, *options,
-                host]
-
     def ssh(self, host: str, command: str, timeout: float = STEP_TIMEOUT) -> str:
         """Run command on a login node; its output, or StepError when it fails."""
+        self.log_in(host)
         try:
-            result = subprocess.run([*self.ssh_argv(host), command], capture_output=True,
-                                    text=True, stdin=subprocess.DEVNULL, timeout=timeout,
-                                    check=False)
+            result = self.driver.ssh(host, command, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise StepError(f"`{_short(command)}` on {host} took over {timeout:.0f} s") from None
         out = result.stdout + result.stderr
@@ -91,42 +86,31 @@ class Learner:
 
     def hop(self, login: str, node: str, script: str, timeout: float = STEP_TIMEOUT) -> str:
         """Run script in a login shell on node, reached from login as the guide does."""
-        name = f".rehearse-{uuid.uuid4().hex[:8]}.sh"
-        self.ssh(login, f"cat > ~/{name} <<'EOF_REHEARSE'\n{script}\nEOF_REHEARSE")
-        return self.ssh(login, f"ssh {node} bash -l ~/{name}; rc=$?; rm -f ~/{name}; exit $rc",
-                        timeout)
+        upload, run = driver.hop_commands(node, script)
+        self.ssh(login, upload)
+        return self.ssh(login, run, timeout)
 
     def scp(self, source: Path, host: str) -> None:
         self.log_in(host)
-        result = subprocess.run(["scp", "-F", self.ssh_config, "-o", "BatchMode=yes",
-                                 "-o", f"User={self.user}", str(source), f"{host}:~/"],
-                                capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                timeout=120, check=False)
+        result = self.driver.scp(source, host, timeout=120)
         if result.returncode:
             raise StepError(f"scp to {host} exited {result.returncode}: "
                             f"{_tail(result.stderr)}")
 
+    def control(self, host: str, action: str, *options: str, check: bool = False) -> None:
+        """Ask the shared connection to host to `action` (forward, cancel) with options."""
+        self.log_in(host)
+        self.driver.control(host, action, *options, check=check)
+
     def close(self) -> None:
         """End the shared connections the rehearsal opened here."""
         for host in self.logged_in:
-            subprocess.run(["ssh", "-F", self.ssh_config, "-l", self.user, "-O", "exit", host],
-                           capture_output=True, stdin=subprocess.DEVNULL, timeout=30,
-                           check=False)
+            self.driver.log_out(host)
 
 
 def _short(command: str) -> str:
     first = command.strip().splitlines()[0] if command.strip() else command
     return first if len(first) <= 100 else first[:97] + "..."
-
-
-def wait_for(predicate: Callable[[], str | None], timeout: float, what: str) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(POLL)
-    raise StepError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 # each exercise's steps, as the guide gives them -------------------------------------------
@@ -180,12 +164,13 @@ def cerebras_cancel(learner: Learner, v: dict[str, str]) -> None:
         rows = [line.split() for line in learner.ssh(login, "csctl get jobs").splitlines()]
         return next((r[0] for r in rows if "name=cancel_me" in r and "RUNNING" in r), None)
 
-    name = wait_for(running, 180, "the job to show RUNNING in `csctl get jobs`")
+    name = wait_for(running, 180, POLL, "the job to show RUNNING in `csctl get jobs`",
+                    error=StepError)
     out = learner.ssh(login, f"csctl cancel job {name}")
     if "Job canceled successfully" not in out:
         raise StepError(f"csctl cancel job said: {out.strip()}")
     wait_for(lambda: "failed due to" in learner.ssh(login, f"cat {v['fc_mnist']}/cancel_me.log")
-             or None, 60, "the run to report the cancellation")
+             or None, 60, POLL, "the run to report the cancellation", error=StepError)
 
 
 GC_ENV = (f"source {checks.GC_VENV}/bin/activate\nexport POPTORCH_CACHE_DIR=~/tmp\n")
@@ -278,18 +263,16 @@ def port_forwarding(learner: Learner, v: dict[str, str]) -> None:
     learner.ssh(login, hop)
     forward = f"localhost:{local}:localhost:{local}"
     # The login's shared connection carries the forward (as `ssh -N -f -L` would).
-    subprocess.run(learner.ssh_argv(login, "-O", "forward", "-L", forward), capture_output=True,
-                   stdin=subprocess.DEVNULL, timeout=30, check=True)
-    wait_for(lambda: checks.http_get(f"http://127.0.0.1:{local}/"), 30,
-             f"http://127.0.0.1:{local} to answer")
+    learner.control(login, "forward", "-L", forward, check=True)
+    wait_for(lambda: checks.http_get(f"http://127.0.0.1:{local}/"), 30, POLL,
+             f"http://127.0.0.1:{local} to answer", error=StepError)
 
 
 def stop_port_forwarding(learner: Learner, v: dict[str, str]) -> None:
     """The rehearsal's own clean-up: the tunnel, the hop's ssh and the server."""
     login, node = v["sn_login"], v["sn_node"]
     forward = f"localhost:{checks.LOCAL_PORT}:localhost:{checks.LOCAL_PORT}"
-    subprocess.run(learner.ssh_argv(login, "-O", "cancel", "-L", forward), capture_output=True,
-                   stdin=subprocess.DEVNULL, timeout=30, check=False)
+    learner.control(login, "cancel", "-L", forward)
     hop = f"ssh -N -f -L localhost:{checks.LOCAL_PORT}:localhost:{checks.SERVER_PORT} {node}"
     learner.ssh(login, f"kill $(pgrep -u $(id -u) -xf {shlex.quote(hop)}) 2>/dev/null; "
                        f"ssh {node} 'kill $(pgrep -u $(id -u) -xf \"python3 -m http.server "
@@ -376,8 +359,8 @@ def aitestbed(cluster: str, *args: str, log: Path) -> None:
     with log.open("a") as out:
         out.write(f"\n$ aitestbed --name {cluster} {' '.join(args)}\n")
         out.flush()
-        result = subprocess.run([*AITESTBED, "--name", cluster, *args], stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False)
+        result = driver.aitestbed(cluster, *args, stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL)
     if result.returncode:
         raise AitestbedError(f"`aitestbed --name {cluster} {' '.join(args)}` failed "
                              f"(exit {result.returncode}); see {log}")
