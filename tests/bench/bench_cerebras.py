@@ -14,13 +14,11 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import subprocess
-import sys
 import uuid
 
-from aitestbed.host.state import ClusterState
+from aitestbed.host.driver import Driver
+from benchlib import cli, step
 
-CLI = [sys.executable, "-m", "aitestbed.cli"]
 SETUP = """set -e
 chmod a+xr ~/ && mkdir -p ~/R_2.1.1 && chmod a+x ~/R_2.1.1 && cd ~/R_2.1.1
 /software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt
@@ -81,21 +79,9 @@ for i in $(seq 20); do { time csctl get jobs -a > /dev/null; } 2>&1; done
 """
 
 
-def cli(name: str, *args: str) -> None:
-    result = subprocess.run([*CLI, "--name", name, *args], capture_output=True, text=True,
-                            check=False)
-    if result.returncode:
-        sys.exit(f"bench: aitestbed {' '.join(args)} failed:\n{result.stderr}")
-
-
 def on_login(name: str, script: str, shell: str = "bash") -> str:
-    ssh = ["ssh", "-F", str(ClusterState(name).ssh_config_path), "-o", "BatchMode=yes",
-           "cer-login-01"]
-    result = subprocess.run([*ssh, f"{shell} -s"], input=script, capture_output=True,
-                            text=True, check=False)
-    if result.returncode:
-        sys.exit(f"bench: step failed:\n{script}\n{result.stdout}{result.stderr}")
-    return result.stdout
+    """script on cer-login-01, given to the shell on its standard input."""
+    return step(Driver(name).ssh("cer-login-01", f"{shell} -s", input=script), script).stdout
 
 
 def main() -> None:

@@ -13,13 +13,11 @@ On a mini cluster of its own, as a user on gc-poplar-02 with the guide's venv:
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import uuid
 
-from aitestbed.host.state import ClusterState
+from aitestbed.host.driver import Driver
+from benchlib import cli, step
 
-CLI = [sys.executable, "-m", "aitestbed.cli"]
 SETUP = """set -e
 mkdir -p ~/venvs/graphcore ~/tmp
 virtualenv -q ~/venvs/graphcore/poptorch33_env
@@ -45,21 +43,9 @@ CACHED = MNIST.replace("start=$(date +%s.%N)", 'start=$(date +%s.%N); echo "STAR
 COMPILE_BAR = r"Graph compilation: 100%.*?\[([\d:]+)<"
 
 
-def cli(name: str, *args: str) -> None:
-    result = subprocess.run([*CLI, "--name", name, *args], capture_output=True, text=True,
-                            check=False)
-    if result.returncode:
-        sys.exit(f"bench: aitestbed {' '.join(args)} failed:\n{result.stderr}")
-
-
 def on_poplar(name: str, script: str) -> str:
-    ssh = ["ssh", "-F", str(ClusterState(name).ssh_config_path), "-o", "BatchMode=yes",
-           "gc-login-01"]
-    subprocess.run([*ssh, "cat > ~/bench-step.sh"], input=script, text=True, check=True)
-    result = subprocess.run([*ssh, "ssh gc-poplar-02 bash -l ~/bench-step.sh"],
-                            capture_output=True, text=True, check=False)
-    if result.returncode:
-        sys.exit(f"bench: step failed:\n{script}\n{result.stdout}{result.stderr}")
+    """script in a login shell on gc-poplar-02, reached from gc-login-01 as in the guide."""
+    result = step(Driver(name).hop("gc-login-01", "gc-poplar-02", script), script)
     return "\n".join(line.split("\r")[-1] for line in (result.stdout + result.stderr).splitlines())
 
 
