@@ -15,28 +15,20 @@ from __future__ import annotations
 import re
 import uuid
 
+from aitestbed.exercises import guide
 from aitestbed.host.driver import Driver
 from benchlib import cli, step
 
-SETUP = """set -e
-mkdir -p ~/venvs/graphcore ~/tmp
-virtualenv -q ~/venvs/graphcore/poptorch33_env
-source ~/venvs/graphcore/poptorch33_env/bin/activate
-pip install -q /software/graphcore/poplar_sdk/3.3.0/poptorch-3.3.0+*.whl
-mkdir -p ~/graphcore && cd ~/graphcore
-git clone -q https://github.com/graphcore/examples.git && cd examples && git checkout -q v3.3.0
-"""
-IMPORT = """source ~/venvs/graphcore/poptorch33_env/bin/activate
-TIMEFORMAT=%R
-for i in 1 2 3 4 5; do { time python -c 'import poptorch'; } 2>&1; done
-"""
-MNIST = """source ~/venvs/graphcore/poptorch33_env/bin/activate
-export POPTORCH_CACHE_DIR=~/tmp
-cd ~/graphcore/examples/tutorials/simple_applications/pytorch/mnist
-start=$(date +%s.%N)
-/opt/slurm/bin/srun --ipus=1 python mnist_poptorch.py {flags}
-echo "WALL $(python3 -c "import time; print(time.time() - $start)")"
-"""
+# The guide's set-up (not timed: quiet, without listing the tags), and the cache directory.
+SETUP = guide.script("set -e", "mkdir -p ~/tmp", guide.GC_SETUP, quiet=True,
+                     skip=("git tag",))
+IMPORT = guide.script(guide.GC_ACTIVATE, "TIMEFORMAT=%R",
+                      "for i in 1 2 3 4 5; do { time python -c 'import poptorch'; } 2>&1; done")
+# {flags}: the run's own options (str.format).
+MNIST = guide.script(
+    guide.GC_ENV, f"cd {guide.MNIST_DIR}", "start=$(date +%s.%N)",
+    "/opt/slurm/bin/srun --ipus=1 python mnist_poptorch.py {flags}",
+    'echo "WALL $(python3 -c "import time; print(time.time() - $start)")"')
 # The executor's debug line of the first training step marks when training starts.
 CACHED = MNIST.replace("start=$(date +%s.%N)", 'start=$(date +%s.%N); echo "START $(date +%T.%N)"')\
     .replace("/opt/slurm/bin/srun", "POPTORCH_LOG_LEVEL=DEBUG /opt/slurm/bin/srun")

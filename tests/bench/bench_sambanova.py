@@ -17,21 +17,17 @@ import re
 import time
 import uuid
 
+from aitestbed.exercises import guide
 from aitestbed.host.driver import Driver
 from benchlib import cli, step
 
 IMPORT = """TIMEFORMAT=%R
 for i in 1 2 3 4 5; do { time python -c 'from sambaflow import samba'; } 2>&1; done
 """
-LENET = """set -e
-source /opt/sambaflow/apps/starters/lenet/venv/bin/activate
-rm -rf ~/apps && mkdir ~/apps && cp -r /opt/sambaflow/apps/starters ~/apps/starters
-cd ~/apps/starters/lenet
-start=$(date +%s.%N)
-srun python lenet.py compile -b=1 --pef-name="lenet" --output-folder="pef"
-srun python lenet.py run --pef="pef/lenet/lenet.pef" | tail -n 3
-echo "WALL $(python3 -c "import time; print(time.time() - $start)")"
-"""
+LENET = guide.script(
+    "set -e", guide.LENET_VENV, "rm -rf ~/apps", guide.SN_STARTERS, f"cd {guide.LENET}",
+    "start=$(date +%s.%N)", guide.LENET_COMPILE, f"{guide.LENET_RUN} | tail -n 3",
+    'echo "WALL $(python3 -c "import time; print(time.time() - $start)")"')
 UNET = """set -e
 mkdir -p ~/apps/image/unet && cd ~/apps/image/unet
 cp /data/ANL/scripts/Unet2d.sh /data/ANL/scripts/unet_batch.sh .

@@ -14,37 +14,21 @@ import time
 from pathlib import Path
 
 import pytest
+from aitestbed.exercises import guide
 from aitestbed.host.driver import wait_for
 
 LOGIN = "cer-login-01"
 POLL = 0.5  # seconds between two looks at a job
 MGMT = "cer-mgmt-01"
-FC_MNIST = "~/R_2.1.1/modelzoo/modelzoo/fc_mnist/pytorch"
-VENV = "source ~/R_2.1.1/venv_cerebras_pt/bin/activate"
+FC_MNIST = guide.FC_MNIST
+VENV = guide.CS_ACTIVATE
 # The guide's run, with $(whoami) as a user types it.
-RUN = ("python run.py CSX --job_labels name=pt_smoketest --params configs/params.yaml "
-       "--num_csx=1 --mode train --model_dir $MODEL_DIR --mount_dirs /home/ /software "
-       "--python_paths /home/$(whoami)/R_2.1.1/modelzoo --compile_dir /$(whoami)")
-
-SETUP_2_1_1 = """
-chmod a+xr ~/
-mkdir -p ~/R_2.1.1
-chmod a+x ~/R_2.1.1/
-cd ~/R_2.1.1
-rm -rf venv_cerebras_pt modelzoo
-/software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt
-source venv_cerebras_pt/bin/activate
-pip install --upgrade pip
-pip install cerebras_pytorch==2.1.1
-git clone https://github.com/Cerebras/modelzoo.git
-cd modelzoo
-git tag
-git checkout Release_2.1.1
-pip install -r requirements.txt
-cd modelzoo/fc_mnist/pytorch
-sed -i 's|data_dir: "./mnist"|data_dir: "/software/cerebras/dataset/fc_mnist/data/mnist/train"|' \
-    configs/params.yaml
-"""
+RUN = guide.cs_run("pt_smoketest")
+# The guide's set-up, from scratch on a cluster reused with AITESTBED_TEST_CLUSTER, then
+# the data set in configs/params.yaml.
+SETUP_2_1_1 = guide.script(guide.CS_HOME, "rm -rf venv_cerebras_pt modelzoo",
+                           guide.CS_VENV_SETUP, guide.CS_MODELZOO_SETUP,
+                           f"cd {guide.FC_MNIST}", guide.CS_SET_DATA_DIR)
 
 
 def csctl_jobs(cluster, *args: str) -> list[dict]:
@@ -95,9 +79,8 @@ def test_setup_blocks_of_the_guide(release_2_1_1):
 @pytest.fixture(scope="module")
 def smoketest(cluster, release_2_1_1):
     """The guide's fc_mnist run, exactly as documented (default time scale)."""
-    rc, out = cluster.run(LOGIN, f"{VENV} && cd {FC_MNIST} && export MODEL_DIR=model_dir && "
-                                 "if [ -d \"$MODEL_DIR\" ]; then rm -Rf $MODEL_DIR; fi && "
-                                 f"{RUN} |& tee mytest.log; exit ${{PIPESTATUS[0]}}",
+    rc, out = cluster.run(LOGIN, guide.one_line(guide.CS_ENTER, guide.CS_FRESH_MODEL_DIR,
+                                                guide.CS_SMOKETEST) + "; exit ${PIPESTATUS[0]}",
                           timeout=300)
     assert rc == 0, out
     return out
