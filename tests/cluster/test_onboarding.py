@@ -123,7 +123,7 @@ def test_a_user_without_the_system_grant_is_refused_there(cluster, onboarded):
 
 def test_root_cannot_log_in_with_a_code(cluster, onboarded):
     result = password_login(cluster, "sambanova", "root", "12345678")
-    assert result.returncode == 255
+    assert result.returncode == 255 and "Permission denied" in result.stderr
 
 
 def test_the_same_ids_on_every_node(cluster, onboarded, node):
