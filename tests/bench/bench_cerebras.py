@@ -14,35 +14,20 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import subprocess
-import sys
 import uuid
 
-from aitestbed.host.state import ClusterState
+from aitestbed.exercises import guide
+from aitestbed.host.driver import Driver
+from benchlib import cli, step
 
-CLI = [sys.executable, "-m", "aitestbed.cli"]
-SETUP = """set -e
-chmod a+xr ~/ && mkdir -p ~/R_2.1.1 && chmod a+x ~/R_2.1.1 && cd ~/R_2.1.1
-/software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt
-source venv_cerebras_pt/bin/activate
-pip install -q cerebras_pytorch==2.1.1
-git clone -q https://github.com/Cerebras/modelzoo.git
-cd modelzoo && git checkout -q Release_2.1.1
-cd modelzoo/fc_mnist/pytorch
-sed -i 's|data_dir: "./mnist"|data_dir: "/software/cerebras/dataset/fc_mnist/data/mnist/train"|' \
-    configs/params.yaml
-"""
-RUN = """set -e
-source ~/R_2.1.1/venv_cerebras_pt/bin/activate
-cd ~/R_2.1.1/modelzoo/modelzoo/fc_mnist/pytorch
-export MODEL_DIR=model_dir
-start=$(date +%s.%N)
-python run.py CSX --job_labels name=pt_smoketest --params configs/params.yaml --num_csx=1 \
-    --mode train --model_dir $MODEL_DIR --mount_dirs /home/ /software \
-    --python_paths /home/$(whoami)/R_2.1.1/modelzoo --compile_dir /$(whoami) > run.log 2>&1
-echo "WALL $(python3 -c "import time; print(time.time() - $start)")"
-grep -E 'GlobalRate|Processed' run.log | tail -2
-"""
+# The guide's set-up (not timed: quiet, without the steps the run does not need).
+SETUP = guide.script("set -e", guide.CS_SETUP, f"cd {guide.FC_MNIST}", guide.CS_SET_DATA_DIR,
+                     quiet=True, skip=(guide.UPGRADE_PIP, "git tag", guide.CS_REQUIREMENTS))
+RUN = guide.script(
+    "set -e", guide.CS_ENTER, "export MODEL_DIR=model_dir", "start=$(date +%s.%N)",
+    f"{guide.cs_run('pt_smoketest')} > run.log 2>&1",
+    'echo "WALL $(python3 -c "import time; print(time.time() - $start)")"',
+    "grep -E 'GlobalRate|Processed' run.log | tail -2")
 # Submit compile jobs as the client does and time each until the API says RUNNING,
 # then cancel it (no client will connect to its workload).
 TO_RUNNING = """
@@ -81,21 +66,9 @@ for i in $(seq 20); do { time csctl get jobs -a > /dev/null; } 2>&1; done
 """
 
 
-def cli(name: str, *args: str) -> None:
-    result = subprocess.run([*CLI, "--name", name, *args], capture_output=True, text=True,
-                            check=False)
-    if result.returncode:
-        sys.exit(f"bench: aitestbed {' '.join(args)} failed:\n{result.stderr}")
-
-
 def on_login(name: str, script: str, shell: str = "bash") -> str:
-    ssh = ["ssh", "-F", str(ClusterState(name).ssh_config_path), "-o", "BatchMode=yes",
-           "cer-login-01"]
-    result = subprocess.run([*ssh, f"{shell} -s"], input=script, capture_output=True,
-                            text=True, check=False)
-    if result.returncode:
-        sys.exit(f"bench: step failed:\n{script}\n{result.stdout}{result.stderr}")
-    return result.stdout
+    """script on cer-login-01, given to the shell on its standard input."""
+    return step(Driver(name).ssh("cer-login-01", f"{shell} -s", input=script), script).stdout
 
 
 def main() -> None:

@@ -13,53 +13,31 @@ On a mini cluster of its own, as a user on gc-poplar-02 with the guide's venv:
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import uuid
 
-from aitestbed.host.state import ClusterState
+from aitestbed.exercises import guide
+from aitestbed.host.driver import Driver
+from benchlib import cli, step
 
-CLI = [sys.executable, "-m", "aitestbed.cli"]
-SETUP = """set -e
-mkdir -p ~/venvs/graphcore ~/tmp
-virtualenv -q ~/venvs/graphcore/poptorch33_env
-source ~/venvs/graphcore/poptorch33_env/bin/activate
-pip install -q /software/graphcore/poplar_sdk/3.3.0/poptorch-3.3.0+*.whl
-mkdir -p ~/graphcore && cd ~/graphcore
-git clone -q https://github.com/graphcore/examples.git && cd examples && git checkout -q v3.3.0
-"""
-IMPORT = """source ~/venvs/graphcore/poptorch33_env/bin/activate
-TIMEFORMAT=%R
-for i in 1 2 3 4 5; do { time python -c 'import poptorch'; } 2>&1; done
-"""
-MNIST = """source ~/venvs/graphcore/poptorch33_env/bin/activate
-export POPTORCH_CACHE_DIR=~/tmp
-cd ~/graphcore/examples/tutorials/simple_applications/pytorch/mnist
-start=$(date +%s.%N)
-/opt/slurm/bin/srun --ipus=1 python mnist_poptorch.py {flags}
-echo "WALL $(python3 -c "import time; print(time.time() - $start)")"
-"""
+# The guide's set-up (not timed: quiet, without listing the tags), and the cache directory.
+SETUP = guide.script("set -e", "mkdir -p ~/tmp", guide.GC_SETUP, quiet=True,
+                     skip=("git tag",))
+IMPORT = guide.script(guide.GC_ACTIVATE, "TIMEFORMAT=%R",
+                      "for i in 1 2 3 4 5; do { time python -c 'import poptorch'; } 2>&1; done")
+# {flags}: the run's own options (str.format).
+MNIST = guide.script(
+    guide.GC_ENV, f"cd {guide.MNIST_DIR}", "start=$(date +%s.%N)",
+    "/opt/slurm/bin/srun --ipus=1 python mnist_poptorch.py {flags}",
+    'echo "WALL $(python3 -c "import time; print(time.time() - $start)")"')
 # The executor's debug line of the first training step marks when training starts.
 CACHED = MNIST.replace("start=$(date +%s.%N)", 'start=$(date +%s.%N); echo "START $(date +%T.%N)"')\
     .replace("/opt/slurm/bin/srun", "POPTORCH_LOG_LEVEL=DEBUG /opt/slurm/bin/srun")
 COMPILE_BAR = r"Graph compilation: 100%.*?\[([\d:]+)<"
 
 
-def cli(name: str, *args: str) -> None:
-    result = subprocess.run([*CLI, "--name", name, *args], capture_output=True, text=True,
-                            check=False)
-    if result.returncode:
-        sys.exit(f"bench: aitestbed {' '.join(args)} failed:\n{result.stderr}")
-
-
 def on_poplar(name: str, script: str) -> str:
-    ssh = ["ssh", "-F", str(ClusterState(name).ssh_config_path), "-o", "BatchMode=yes",
-           "gc-login-01"]
-    subprocess.run([*ssh, "cat > ~/bench-step.sh"], input=script, text=True, check=True)
-    result = subprocess.run([*ssh, "ssh gc-poplar-02 bash -l ~/bench-step.sh"],
-                            capture_output=True, text=True, check=False)
-    if result.returncode:
-        sys.exit(f"bench: step failed:\n{script}\n{result.stdout}{result.stderr}")
+    """script in a login shell on gc-poplar-02, reached from gc-login-01 as in the guide."""
+    result = step(Driver(name).hop("gc-login-01", "gc-poplar-02", script), script)
     return "\n".join(line.split("\r")[-1] for line in (result.stdout + result.stderr).splitlines())
 
 

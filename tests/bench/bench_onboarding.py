@@ -12,36 +12,22 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 
 import yaml
-from aitestbed.host.state import ClusterState
+from aitestbed.host.driver import Driver
+from benchlib import cli, destroy
 
-CLI = [sys.executable, "-m", "aitestbed.cli"]
 USERS = [f"bench{i:02d}" for i in range(1, 11)]
 
 
-def cli(name: str, *args: str) -> float:
+def one_login(driver: Driver, user: str) -> float:
+    """ssh to gc-login-01 on a connection of its own, the passcode typed at Password:."""
     started = time.monotonic()
-    result = subprocess.run([*CLI, "--name", name, *args], capture_output=True, text=True,
-                            check=False)
-    if result.returncode:
-        sys.exit(f"bench: aitestbed {' '.join(args)} failed:\n{result.stdout[-2000:]}"
-                 f"{result.stderr}")
-    return time.monotonic() - started
-
-
-def one_login(state: ClusterState, user: str) -> float:
-    env = {**os.environ, "SSH_ASKPASS": str(state.askpass_path(user)),
-           "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"}
-    started = time.monotonic()
-    result = subprocess.run(["ssh", "-F", str(state.ssh_config_path), "-o", "ControlPath=none",
-                             "-l", user, "gc-login-01", "whoami"], capture_output=True,
-                            text=True, env=env, stdin=subprocess.DEVNULL, check=False)
+    result = driver.password_login("gc-login-01", user, driver.state.askpass_path(user))
     elapsed = time.monotonic() - started
     if result.stdout.strip() != user:
         sys.exit(f"bench: {user} could not log in: {result.stderr}")
@@ -59,15 +45,15 @@ def main() -> None:
         onboarding = cli(name, "playbook", "onboard-user", "-e", f"user={','.join(USERS)}",
                          "-e", f"@{out.name}")
         os.unlink(out.name)
-        state = ClusterState(name)
-        logins = [one_login(state, user) for user in USERS]
+        driver = Driver(name)
+        logins = [one_login(driver, user) for user in USERS]
         print(f"onboarding 10 users (one playbook run, 14 nodes): {onboarding:.1f} s "
               "(target <= 60 s)")
         print(f"one MFA login (ssh + passcode + whoami), 10 users: min "
               f"{min(logins):.2f} s, median {statistics.median(logins):.2f} s, max "
               f"{max(logins):.2f} s (target <= 1 s)")
     finally:
-        subprocess.run([*CLI, "--name", name, "destroy"], capture_output=True, check=False)
+        destroy(name)
 
 
 if __name__ == "__main__":

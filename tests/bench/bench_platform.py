@@ -10,27 +10,16 @@ those images are removed again.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
 from aitestbed.host.naming import LABEL_CLUSTER
+from benchlib import cli, destroy
 
-CLI = [sys.executable, "-m", "aitestbed.cli"]
 PROFILES = os.environ.get("BENCH_PROFILES", "mini,alcf").split(",")
 IDLE_SECONDS = float(os.environ.get("BENCH_IDLE_SECONDS", "20"))
-
-
-def timed(*args: str, env: dict | None = None) -> float:
-    started = time.monotonic()
-    result = subprocess.run([*CLI, *args], capture_output=True, text=True,
-                            env={**os.environ, **(env or {})}, check=False)
-    if result.returncode:
-        sys.exit(f"bench: aitestbed {' '.join(args)} failed:\n{result.stderr}")
-    return time.monotonic() - started
 
 
 def memory_mib(client: docker.DockerClient, name: str) -> float:
@@ -58,14 +47,14 @@ def bench_profile(client: docker.DockerClient, profile: str) -> dict[str, float]
     name = f"bench-{profile}-{uuid.uuid4().hex[:4]}"
     figures = {}
     try:
-        figures["warm first up (s)"] = timed("--name", name, "up", "--profile", profile)
-        figures["wait, cluster ready (s)"] = timed("--name", name, "wait")
+        figures["warm first up (s)"] = cli(name, "up", "--profile", profile)
+        figures["wait, cluster ready (s)"] = cli(name, "wait")
         time.sleep(IDLE_SECONDS)
         figures[f"idle memory after {IDLE_SECONDS:.0f} s (MiB)"] = memory_mib(client, name)
-        timed("--name", name, "down")
-        figures["restart: up after down (s)"] = timed("--name", name, "up")
+        cli(name, "down")
+        figures["restart: up after down (s)"] = cli(name, "up")
     finally:
-        subprocess.run([*CLI, "--name", name, "destroy"], capture_output=True, check=False)
+        destroy(name)
     return figures
 
 
@@ -74,9 +63,9 @@ def bench_cold(client: docker.DockerClient, profile: str) -> float:
     name = f"bench-cold-{uuid.uuid4().hex[:4]}"
     env = {"AITESTBED_IMAGE_PREFIX": prefix, "AITESTBED_NO_CACHE": "1"}
     try:
-        return timed("--name", name, "up", "--profile", profile, env=env)
+        return cli(name, "up", "--profile", profile, env=env)
     finally:
-        subprocess.run([*CLI, "--name", name, "destroy"], capture_output=True, check=False)
+        destroy(name)
         for tag, _ in image_sizes(client, prefix):
             client.images.remove(tag, force=True)
 

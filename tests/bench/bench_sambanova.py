@@ -14,26 +14,20 @@ On a mini cluster of its own, as a user on sn30-r1-h1 (SambaFlow set up at login
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 import uuid
 
-from aitestbed.host.state import ClusterState
+from aitestbed.exercises import guide
+from aitestbed.host.driver import Driver
+from benchlib import cli, step
 
-CLI = [sys.executable, "-m", "aitestbed.cli"]
 IMPORT = """TIMEFORMAT=%R
 for i in 1 2 3 4 5; do { time python -c 'from sambaflow import samba'; } 2>&1; done
 """
-LENET = """set -e
-source /opt/sambaflow/apps/starters/lenet/venv/bin/activate
-rm -rf ~/apps && mkdir ~/apps && cp -r /opt/sambaflow/apps/starters ~/apps/starters
-cd ~/apps/starters/lenet
-start=$(date +%s.%N)
-srun python lenet.py compile -b=1 --pef-name="lenet" --output-folder="pef"
-srun python lenet.py run --pef="pef/lenet/lenet.pef" | tail -n 3
-echo "WALL $(python3 -c "import time; print(time.time() - $start)")"
-"""
+LENET = guide.script(
+    "set -e", guide.LENET_VENV, "rm -rf ~/apps", guide.SN_STARTERS, f"cd {guide.LENET}",
+    "start=$(date +%s.%N)", guide.LENET_COMPILE, f"{guide.LENET_RUN} | tail -n 3",
+    'echo "WALL $(python3 -c "import time; print(time.time() - $start)")"')
 UNET = """set -e
 mkdir -p ~/apps/image/unet && cd ~/apps/image/unet
 cp /data/ANL/scripts/Unet2d.sh /data/ANL/scripts/unet_batch.sh .
@@ -43,21 +37,9 @@ cp /data/ANL/scripts/Unet2d.sh /data/ANL/scripts/unet_batch.sh .
 RESULT = "cat /data/ANL/results/sn30-r1-h1/$USER/bench_prun/Unet2d.out; squeue -h -u $USER | wc -l"
 
 
-def cli(name: str, *args: str) -> None:
-    result = subprocess.run([*CLI, "--name", name, *args], capture_output=True, text=True,
-                            check=False)
-    if result.returncode:
-        sys.exit(f"bench: aitestbed {' '.join(args)} failed:\n{result.stderr}")
-
-
 def on_sn30(name: str, script: str) -> str:
-    ssh = ["ssh", "-F", str(ClusterState(name).ssh_config_path), "-o", "BatchMode=yes",
-           "sambanova"]
-    subprocess.run([*ssh, "cat > ~/bench-step.sh"], input=script, text=True, check=True)
-    result = subprocess.run([*ssh, "ssh sn30-r1-h1 bash -l ~/bench-step.sh"],
-                            capture_output=True, text=True, check=False)
-    if result.returncode:
-        sys.exit(f"bench: step failed:\n{script}\n{result.stdout}{result.stderr}")
+    """script in a login shell on sn30-r1-h1, reached from sambanova as in the guide."""
+    result = step(Driver(name).hop("sambanova", "sn30-r1-h1", script), script)
     return result.stdout + result.stderr
 
 

@@ -11,24 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 
-from aitestbed.host.state import ClusterState
+from aitestbed.host.driver import Driver
+from benchlib import cli, step
 
-CLI = [sys.executable, "-m", "aitestbed.cli"]
 SRUN_RUNS = int(os.environ.get("BENCH_SRUN_RUNS", "40"))
 SBATCH_RUNS = int(os.environ.get("BENCH_SBATCH_RUNS", "20"))
 DRAIN_JOBS = int(os.environ.get("BENCH_DRAIN_JOBS", "200"))
-
-
-def cli(name: str, *args: str) -> None:
-    result = subprocess.run([*CLI, "--name", name, *args], capture_output=True, text=True,
-                            check=False)
-    if result.returncode:
-        sys.exit(f"bench: aitestbed {' '.join(args)} failed:\n{result.stderr}")
 
 
 def main() -> None:
@@ -36,12 +28,12 @@ def main() -> None:
     cli(name, "up", "--profile", "alcf", "--systems", "graphcore")
     cli(name, "login")  # the passcode once per login node
     try:
-        ssh = ["ssh", "-F", str(ClusterState(name).ssh_config_path), "-o", "BatchMode=yes",
-               "gc-login-01"]
-        driver = (Path(__file__).parent / "slurm_driver.py").read_text()
-        subprocess.run([*ssh, "cat > ~/slurm_driver.py"], input=driver, text=True, check=True)
-        out = subprocess.run([*ssh, f"python3 ~/slurm_driver.py {SRUN_RUNS} {SBATCH_RUNS} "
-                                    f"{DRAIN_JOBS}"], capture_output=True, text=True, check=False)
+        user = Driver(name)
+        upload = "cat > ~/slurm_driver.py"
+        step(user.ssh("gc-login-01", upload,
+                      input=(Path(__file__).parent / "slurm_driver.py").read_text()), upload)
+        out = user.ssh("gc-login-01", f"python3 ~/slurm_driver.py {SRUN_RUNS} {SBATCH_RUNS} "
+                                      f"{DRAIN_JOBS}")
         if out.returncode:
             sys.exit(f"bench: the driver failed:\n{out.stderr}")
         figures = json.loads(out.stdout)

@@ -8,34 +8,41 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import testinfra
-from aitestbed.host import sshconfig
+from aitestbed.host.driver import AITESTBED as _AITESTBED
+from aitestbed.host.driver import Driver, profile_node_names
 from aitestbed.host.naming import container_name
 from aitestbed.host.state import ClusterState
 
-AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
-NODES = ["cer-cs2-01", "cer-cs2-02", "cer-login-01", "cer-mgmt-01", "gc-login-01",
-         "gc-poplar-01", "gc-poplar-02", "gc-slurmctld", "sambanova", "sm-01", "sm-02",
-         "sn10-slurmctld", "sn30-r1-h1", "sn30-slurmctld"]
-SAMBANOVA_NODES = ["sambanova", "sm-01", "sm-02", "sn10-slurmctld", "sn30-r1-h1", "sn30-slurmctld"]
-LOGIN_NODES = ["cer-login-01", "gc-login-01", "sambanova"]
+AITESTBED = list(_AITESTBED)
+# The mini profile's nodes, from inventory/mini.yml (the cluster the session brings up).
+_MINI = profile_node_names("mini")
+NODES = list(_MINI.all)
+SAMBANOVA_NODES = list(_MINI.of("sambanova"))
+LOGIN_NODES = list(_MINI.login)
 
 
 @dataclass
 class Cluster:
+    """The session's cluster, used as its practice user from here (aitestbed.host.driver)."""
+
     name: str
     user: str
+    driver: Driver = field(init=False, repr=False)
+
+    def __post_init__(self):
+        # The tests' connections stay until log_out (a user's close 30 min after use);
+        # a login node restarted under a test is logged in to again.
+        self.driver = Driver(self.name, login_options=("-o", "ControlPersist=yes"),
+                             relogin=True)
 
     def cli(self, *args: str, check: bool = True, timeout: float = 600):
-        result = subprocess.run([*AITESTBED, "--name", self.name, *args], capture_output=True,
-                                text=True, timeout=timeout, check=False)
+        result = self.driver.cli(*args, timeout=timeout)
         if check and result.returncode:
             raise AssertionError(f"aitestbed {' '.join(args)} failed:\n{result.stderr}")
         return result
@@ -55,23 +62,12 @@ class Cluster:
     def ssh(self, host: str, command: str, *extra: str, timeout: float = 60):
         """ssh from the host, as a user does with the generated config (over the shared
         connection `log_in` opened, so no passcode is asked)."""
-        argv = ["ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes", *extra, host, command]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                check=False)
-        if (result.returncode == 255 and not extra
-                and "Permission denied (keyboard-interactive)" in result.stderr):
-            # The shared connection is gone (a login node restarted): log in again.
-            assert self.log_in(host).returncode == 0
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                    check=False)
-        return result
+        return self.driver.ssh(host, command, *extra, timeout=timeout)
 
     def log_in(self, host: str, user: str | None = None):
-        """Log in with the current passcode as a user types it (SSH_ASKPASS answers the
-        `Password:` prompt); the config keeps the connection for later ssh and scp.
-        The tests' connections stay until log_out (a user's close 30 min after use)."""
-        return sshconfig.log_in(self.state, host, user or self.user,
-                                "-o", "ControlPersist=yes")
+        """Log in with the current passcode as a user types it; later ssh and scp share
+        the connection."""
+        return self.driver.log_in(host, user or self.user)
 
     def log_in_everywhere(self) -> None:
         """A passcode login on each login node (after `up`, old connections are gone)."""
@@ -81,8 +77,7 @@ class Cluster:
 
     def log_out(self, host: str, user: str | None = None) -> None:
         """Close the shared connection to host."""
-        subprocess.run(["ssh", "-F", str(self.ssh_config), "-l", user or self.user,
-                        "-O", "exit", host], capture_output=True, check=False, timeout=30)
+        self.driver.log_out(host, user or self.user)
 
     def host(self, node: str):
         return testinfra.get_host(f"docker://{container_name(self.name, node)}")
@@ -92,7 +87,11 @@ class Cluster:
 
     def run(self, host: str, command: str, timeout: float = 120) -> tuple[int, str]:
         """Run a shell command as the practice user on a login node: (rc, stdout+stderr)."""
-        result = self.ssh(host, command, timeout=timeout)
+        return self.driver.run(host, command, timeout=timeout)
+
+    def hop(self, login: str, node: str, script: str, timeout: float = 600) -> tuple[int, str]:
+        """Run `script` in a login shell on `node`, reached from `login` as in the guide."""
+        result = self.driver.hop(login, node, script, timeout=timeout)
         return result.returncode, result.stdout + result.stderr
 
 

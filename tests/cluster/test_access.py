@@ -42,6 +42,7 @@ def test_gc_poplar_01_is_not_accessible_to_users(cluster):
 def test_root_cannot_log_in(cluster):
     result = cluster.ssh("gc-login-01", "true", "-l", "root")
     assert result.returncode == 255
+    assert "Permission denied" in result.stderr
 
 
 def test_ssh_is_published_on_loopback_only(cluster):

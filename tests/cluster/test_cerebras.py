@@ -14,35 +14,21 @@ import time
 from pathlib import Path
 
 import pytest
+from aitestbed.exercises import guide
+from aitestbed.host.driver import wait_for
 
 LOGIN = "cer-login-01"
+POLL = 0.5  # seconds between two looks at a job
 MGMT = "cer-mgmt-01"
-FC_MNIST = "~/R_2.1.1/modelzoo/modelzoo/fc_mnist/pytorch"
-VENV = "source ~/R_2.1.1/venv_cerebras_pt/bin/activate"
+FC_MNIST = guide.FC_MNIST
+VENV = guide.CS_ACTIVATE
 # The guide's run, with $(whoami) as a user types it.
-RUN = ("python run.py CSX --job_labels name=pt_smoketest --params configs/params.yaml "
-       "--num_csx=1 --mode train --model_dir $MODEL_DIR --mount_dirs /home/ /software "
-       "--python_paths /home/$(whoami)/R_2.1.1/modelzoo --compile_dir /$(whoami)")
-
-SETUP_2_1_1 = """
-chmod a+xr ~/
-mkdir -p ~/R_2.1.1
-chmod a+x ~/R_2.1.1/
-cd ~/R_2.1.1
-rm -rf venv_cerebras_pt modelzoo
-/software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt
-source venv_cerebras_pt/bin/activate
-pip install --upgrade pip
-pip install cerebras_pytorch==2.1.1
-git clone https://github.com/Cerebras/modelzoo.git
-cd modelzoo
-git tag
-git checkout Release_2.1.1
-pip install -r requirements.txt
-cd modelzoo/fc_mnist/pytorch
-sed -i 's|data_dir: "./mnist"|data_dir: "/software/cerebras/dataset/fc_mnist/data/mnist/train"|' \
-    configs/params.yaml
-"""
+RUN = guide.cs_run("pt_smoketest")
+# The guide's set-up, from scratch on a cluster reused with AITESTBED_TEST_CLUSTER, then
+# the data set in configs/params.yaml.
+SETUP_2_1_1 = guide.script(guide.CS_HOME, "rm -rf venv_cerebras_pt modelzoo",
+                           guide.CS_VENV_SETUP, guide.CS_MODELZOO_SETUP,
+                           f"cd {guide.FC_MNIST}", guide.CS_SET_DATA_DIR)
 
 
 def csctl_jobs(cluster, *args: str) -> list[dict]:
@@ -53,16 +39,6 @@ def csctl_jobs(cluster, *args: str) -> list[dict]:
 
 def job_named(cluster, name: str) -> dict:
     return next(j for j in csctl_jobs(cluster) if j["metadata"]["name"] == name)
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def start_run(cluster, name: str, args: str = "", scale: float = 0.2) -> None:
@@ -103,9 +79,8 @@ def test_setup_blocks_of_the_guide(release_2_1_1):
 @pytest.fixture(scope="module")
 def smoketest(cluster, release_2_1_1):
     """The guide's fc_mnist run, exactly as documented (default time scale)."""
-    rc, out = cluster.run(LOGIN, f"{VENV} && cd {FC_MNIST} && export MODEL_DIR=model_dir && "
-                                 "if [ -d \"$MODEL_DIR\" ]; then rm -Rf $MODEL_DIR; fi && "
-                                 f"{RUN} |& tee mytest.log; exit ${{PIPESTATUS[0]}}",
+    rc, out = cluster.run(LOGIN, guide.one_line(guide.CS_ENTER, guide.CS_FRESH_MODEL_DIR,
+                                                guide.CS_SMOKETEST) + "; exit ${PIPESTATUS[0]}",
                           timeout=300)
     assert rc == 0, out
     return out
@@ -194,16 +169,17 @@ def test_csctl_help_and_version(cluster):
 
 def test_cancel_stops_a_running_job_within_two_seconds(cluster, release_2_1_1):
     start_run(cluster, "cancelme", scale=0.3)
-    job = wait_for(lambda: execute_job_of(cluster, "cancelme", "RUNNING"), 120,
+    job = wait_for(lambda: execute_job_of(cluster, "cancelme", "RUNNING"), 120, POLL,
                    "the execute job to run")
     name = job["metadata"]["name"]
     rc, out = cluster.run(LOGIN, f"csctl cancel job {name}")
     assert (rc, out.strip()) == (0, "Job canceled successfully")
     cancelled = time.monotonic()
-    wait_for(lambda: job_named(cluster, name)["status"]["phase"] == "CANCELLED", 5, "CANCELLED")
+    wait_for(lambda: job_named(cluster, name)["status"]["phase"] == "CANCELLED", 5, POLL,
+             "CANCELLED")
     assert time.monotonic() - cancelled <= 2.5  # 2 s, plus one csctl round trip
     log = wait_for(lambda: (lambda t: t if "failed due to" in t else None)(
-        run_log(cluster, "cancelme")), 30, "the client to report")
+        run_log(cluster, "cancelme")), 30, POLL, "the client to report")
     assert f"Job {name} failed due to: canceled by {cluster.user}" in log
     rc, out = cluster.run(LOGIN, f"csctl cancel job {name}")
     assert rc == 1 and "has already ended (CANCELLED)" in out
@@ -212,14 +188,15 @@ def test_cancel_stops_a_running_job_within_two_seconds(cluster, release_2_1_1):
 def test_jobs_queue_first_come_first_served(cluster, release_2_1_1):
     """A two-system job, then a one-system job: the second waits for the first."""
     start_run(cluster, "two_csx", "--num_csx=2", scale=0.3)
-    wait_for(lambda: execute_job_of(cluster, "two_csx"), 120, "the 2-CSX execute job")
+    wait_for(lambda: execute_job_of(cluster, "two_csx"), 120, POLL, "the 2-CSX execute job")
     start_run(cluster, "one_csx", scale=0.3)
-    second = wait_for(lambda: execute_job_of(cluster, "one_csx"), 120, "the 1-CSX execute job")
+    second = wait_for(lambda: execute_job_of(cluster, "one_csx"), 120, POLL,
+                      "the 1-CSX execute job")
     first = execute_job_of(cluster, "two_csx")
     assert first["status"]["systems"] == ["cer-cs2-01", "cer-cs2-02"]
     for name in ("two_csx", "one_csx"):
         wait_for(lambda n=name: "Training completed successfully!" in run_log(cluster, n), 240,
-                 f"{name} to finish")
+                 POLL, f"{name} to finish")
     first, second = job_named(cluster, first["metadata"]["name"]), job_named(
         cluster, second["metadata"]["name"])
     assert second["status"]["startTime"] >= first["status"]["completionTime"]
@@ -243,7 +220,7 @@ def test_a_user_cannot_cancel_or_label_another_users_job(cluster):
     # Its release is not installed, so it fails at once; then staff mark it running
     # somewhere no agent looks, to have another user's live job to try.
     wait_for(lambda: job_named(cluster, "wsjob-someoneelsesjob000000")["status"].get("phase")
-             == "FAILED", 30, "the job to fail")
+             == "FAILED", 30, POLL, "the job to fail")
     admin.check_output("kubectl patch wsjob -n job-operator wsjob-someoneelsesjob000000 "
                        "--subresource=status --type=merge "
                        """-p '{"status": {"phase": "RUNNING", "node": "nowhere"}}'""")
@@ -266,13 +243,13 @@ def test_a_user_cannot_cancel_or_label_another_users_job(cluster):
 
 def test_killed_scheduler_and_agent_leave_nothing_stuck(cluster, release_2_1_1):
     start_run(cluster, "survivor", scale=0.3)
-    job = wait_for(lambda: execute_job_of(cluster, "survivor", "RUNNING"), 120, "RUNNING")
+    job = wait_for(lambda: execute_job_of(cluster, "survivor", "RUNNING"), 120, POLL, "RUNNING")
     cluster.host(MGMT).check_output("sv kill wsjob-controller")
     cluster.host(job["status"]["node"]).check_output("sv kill wsjob-agent")
     wait_for(lambda: "Training completed successfully!" in run_log(cluster, "survivor"), 180,
-             "the run to finish")
+             POLL, "the run to finish")
     done = wait_for(lambda: (lambda j: j if j["status"]["phase"] == "SUCCEEDED" else None)(
-        job_named(cluster, job["metadata"]["name"])), 30, "SUCCEEDED")
+        job_named(cluster, job["metadata"]["name"])), 30, POLL, "SUCCEEDED")
     assert done["status"]["systems"] == job["status"]["systems"]
     # nothing is held: no job is left active
     active = [j for j in csctl_jobs(cluster) if j["status"].get("phase") in
@@ -282,10 +259,10 @@ def test_killed_scheduler_and_agent_leave_nothing_stuck(cluster, release_2_1_1):
 
 def test_a_job_whose_client_died_is_cancelled(cluster, release_2_1_1):
     start_run(cluster, "orphan", scale=1)
-    job = wait_for(lambda: execute_job_of(cluster, "orphan", "RUNNING"), 240, "RUNNING")
+    job = wait_for(lambda: execute_job_of(cluster, "orphan", "RUNNING"), 240, POLL, "RUNNING")
     cluster.run(LOGIN, "pkill -9 -f 'name=orphan'")
     cancelled = wait_for(lambda: (lambda j: j if j["status"]["phase"] == "CANCELLED" else None)(
-        job_named(cluster, job["metadata"]["name"])), 60, "CANCELLED")
+        job_named(cluster, job["metadata"]["name"])), 60, POLL, "CANCELLED")
     assert cancelled["status"]["message"] == "the client stopped sending heartbeats"
 
 

@@ -13,8 +13,6 @@ import uuid
 import pytest
 import yaml
 
-from .conftest import AITESTBED
-
 LOGIN, GC_LOGIN, GC_NODE, SN_LOGIN, SN_NODE = ("cer-login-01", "gc-login-01", "gc-poplar-02",
                                                "sambanova", "sn30-r1-h1")
 
@@ -31,9 +29,8 @@ def newcomer(cluster, tmp_path_factory) -> str:
     people.write_text(yaml.safe_dump({"accounts": [{
         "name": name, "uid": 29000 + int(uuid.uuid4().hex[:3], 16) % 1000,
         "systems": ["cerebras", "graphcore", "sambanova"]}]}))
-    result = subprocess.run([*AITESTBED, "--name", cluster.name, "playbook", "onboard-user",
-                             "-e", f"user={name}", "-e", f"@{people}"],
-                            capture_output=True, text=True, timeout=900, check=False)
+    result = cluster.driver.cli("playbook", "onboard-user", "-e", f"user={name}",
+                                "-e", f"@{people}", timeout=900)
     assert result.returncode == 0, result.stdout[-3000:]
     yield name
     cluster.log_out(SN_LOGIN, name)
@@ -71,9 +68,7 @@ def test_data_transfer_with_scp(cluster):
     assert f"scp -F {cluster.ssh_config} {payload} {LOGIN}:~/" in started.stdout
     before = exercise(cluster, "check", "data-transfer")
     assert before.returncode == 1 and f"scp -F {cluster.ssh_config} " in before.stdout
-    scp = subprocess.run(["scp", "-F", str(cluster.ssh_config), "-o", "BatchMode=yes",
-                          str(payload), f"{LOGIN}:~/"], capture_output=True, text=True,
-                         timeout=60, check=False)
+    scp = cluster.driver.scp(payload, LOGIN, timeout=60)
     assert scp.returncode == 0, scp.stderr
     after = exercise(cluster, "check", "data-transfer")
     assert after.returncode == 0, after.stdout
@@ -86,7 +81,7 @@ def test_rsync_both_ways_rides_the_shared_connection(cluster, tmp_path):
     (source / "summary.txt").write_text("alpha\n")
     (source / "run1" / "loss.csv").write_text("step,loss\n1,2.30\n")
     target = f"rsync-{uuid.uuid4().hex[:6]}"
-    ssh = f"ssh -F {cluster.ssh_config} -o BatchMode=yes"
+    ssh = " ".join(cluster.driver.ssh_base())
 
     def rsync(src: str, dest: str) -> subprocess.CompletedProcess:
         return subprocess.run(["rsync", "-a", "-e", ssh, src, dest], capture_output=True,
@@ -111,9 +106,7 @@ def test_port_forwarding_reaches_the_server_on_the_sambanova_node(cluster):
     hop = f"ssh -N -f -L localhost:16006:localhost:6006 {SN_NODE}"
     def control(action: str) -> subprocess.CompletedProcess:
         """Ask the shared connection to the login node to open or close the tunnel."""
-        return subprocess.run(["ssh", "-F", str(cluster.ssh_config), "-o", "BatchMode=yes",
-                               "-O", action, "-L", "localhost:16006:localhost:16006", SN_LOGIN],
-                              capture_output=True, text=True, timeout=30, check=False)
+        return cluster.driver.control(SN_LOGIN, action, "-L", "localhost:16006:localhost:16006")
 
     rc, out = cluster.run(SN_LOGIN, f"ssh {SN_NODE} 'cd ~ && (nohup {server} > /dev/null 2>&1 "
                                     f"< /dev/null &)' && {hop}")

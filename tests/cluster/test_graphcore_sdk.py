@@ -8,29 +8,25 @@ wheel, clones the examples and runs them under Slurm.
 from __future__ import annotations
 
 import re
-import uuid
 
 import pytest
+from aitestbed.exercises import guide
 
 LOGIN = "gc-login-01"
 POPLAR = "gc-poplar-02"
-SDK = "/software/graphcore/poplar_sdk"
-WHEEL_33 = "poptorch-3.3.0+113432_960e9c294b_ubuntu_20_04-cp311-cp311-linux_x86_64.whl"
-VENV = "~/venvs/graphcore/poptorch33_env"
-MNIST_DIR = "~/graphcore/examples/tutorials/simple_applications/pytorch/mnist"
+SDK = guide.GC_SDK
+WHEEL_33 = guide.GC_WHEEL
+VENV = guide.GC_VENV
+MNIST_DIR = guide.MNIST_DIR
 
 
 def on_poplar(cluster, script: str, timeout: float = 600) -> tuple[int, str]:
     """Run `script` in a login shell on gc-poplar-02, reached from gc-login-01 as in the guide."""
-    name = f".aitestbed-step-{uuid.uuid4().hex[:8]}.sh"
-    rc, out = cluster.run(LOGIN, f"cat > ~/{name} <<'EOF'\n{script}\nEOF")
-    assert rc == 0, out
-    return cluster.run(LOGIN, f"ssh {POPLAR} bash -l ~/{name}; rc=$?; rm -f ~/{name}; exit $rc",
-                       timeout=timeout)
+    return cluster.hop(LOGIN, POPLAR, script, timeout=timeout)
 
 
 def in_venv(script: str) -> str:
-    return f"source {VENV}/bin/activate\nexport POPTORCH_CACHE_DIR=~/tmp\n{script}"
+    return guide.script(guide.GC_ENV, script)
 
 
 def plain(text: str) -> str:
@@ -41,20 +37,13 @@ def plain(text: str) -> str:
 @pytest.fixture(scope="module")
 def workspace(cluster):
     """The guide's set-up: venv with the SDK's wheel, ~/tmp cache, examples at v3.3.0."""
-    rc, out = on_poplar(cluster, f"""set -e
-rm -rf {VENV} ~/graphcore ~/tmp  # a cluster reused with AITESTBED_TEST_CLUSTER
-mkdir -p ~/venvs/graphcore ~/tmp
-virtualenv -q {VENV}
-source {VENV}/bin/activate
-POPLAR_SDK_ROOT={SDK}/3.3.0
-export POPLAR_SDK_ROOT=$POPLAR_SDK_ROOT
-pip install -q $POPLAR_SDK_ROOT/{WHEEL_33}
-mkdir -p ~/graphcore && cd ~/graphcore
-git clone -q https://github.com/graphcore/examples.git
-cd examples
-git tag
-git checkout -q v3.3.0
-python -c 'import poptorch; print("poptorch", poptorch.__version__)'""")
+    rc, out = on_poplar(cluster, guide.script(
+        "set -e",
+        f"rm -rf {VENV} ~/graphcore ~/tmp  # a cluster reused with AITESTBED_TEST_CLUSTER",
+        "mkdir -p ~/tmp",
+        guide.GC_SETUP,
+        """python -c 'import poptorch; print("poptorch", poptorch.__version__)'""",
+        quiet=True))
     assert rc == 0, out
     return out
 
@@ -117,7 +106,7 @@ def test_mnist_trains_for_real_under_srun_and_fills_the_cache(cluster, workspace
 def test_sbatch_reuses_the_cached_executable(cluster, workspace):
     """The guide's batch script; the second run finds the .popef and skips compiling."""
     rc, out = on_poplar(cluster, in_venv(f"""cd {MNIST_DIR}
-printf '#!/bin/sh\\n\\npython mnist_poptorch.py --epochs 1\\n' > submit-mnist-poptorch-job.sh
+{guide.mnist_job_script("--epochs 1")}
 job=$(sbatch --parsable --ipus=1 --output=mnist-poptorch-output.log submit-mnist-poptorch-job.sh)
 while squeue -h -j $job | grep -q .; do sleep 2; done
 sacct -n -X -j $job -o State 2>/dev/null || true

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import importlib
 import json
-import time
 
 import pytest
+from aitestbed.host.driver import wait_for
 
 LOGIN = "gc-login-01"
 REPORT = """
@@ -26,10 +26,8 @@ def running_job(cluster):
                                  "--wrap 'sleep 60'")
     assert rc == 0, out
     job = out.strip()
-    deadline = time.monotonic() + 30
-    while cluster.run(LOGIN, f"squeue -h -j {job} -o %T")[1].strip() != "RUNNING":
-        assert time.monotonic() < deadline, f"job {job} did not start"
-        time.sleep(0.2)
+    wait_for(lambda: cluster.run(LOGIN, f"squeue -h -j {job} -o %T")[1].strip() == "RUNNING",
+             30, 0.2, f"job {job} to start")
     yield job
     cluster.run(LOGIN, f"scancel {job}")
 

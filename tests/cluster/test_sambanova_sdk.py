@@ -10,33 +10,27 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 
 import pytest
+from aitestbed.exercises import guide
 
 LOGIN = "sambanova"
 SN30 = "sn30-r1-h1"
 SN10 = "sm-01"
-STARTERS = "~/apps/starters"
-LENET_VENV = "source /opt/sambaflow/apps/starters/lenet/venv/bin/activate"
-COMPILE_LENET = ("test -e pef/lenet/lenet.pef || srun python lenet.py compile "
-                 "-b=1 --pef-name=lenet --output-folder=pef >/dev/null")
+STARTERS = guide.STARTERS
+LENET_VENV = guide.LENET_VENV
+COMPILE_LENET = f"test -e {guide.PEF} || {guide.LENET_COMPILE} >/dev/null"
 
 
 def on_node(cluster, node: str, script: str, timeout: float = 900) -> tuple[int, str]:
     """Run `script` in a login shell on `node`, reached from the login node as in the guide."""
-    name = f".aitestbed-step-{uuid.uuid4().hex[:8]}.sh"
-    rc, out = cluster.run(LOGIN, f"cat > ~/{name} <<'EOF'\n{script}\nEOF")
-    assert rc == 0, out
-    return cluster.run(LOGIN, f"ssh {node} bash -l ~/{name}; rc=$?; rm -f ~/{name}; exit $rc",
-                       timeout=timeout)
+    return cluster.hop(LOGIN, node, script, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def starters(cluster):
     """`cp -r /opt/sambaflow/apps/starters apps/starters`, as the guide says."""
-    rc, out = on_node(cluster, SN30, "set -e\ncd ~/\nrm -rf apps\nmkdir apps\n"
-                                     "cp -r /opt/sambaflow/apps/starters apps/starters")
+    rc, out = on_node(cluster, SN30, guide.script("set -e", "rm -rf ~/apps", guide.SN_STARTERS))
     assert rc == 0, out
 
 
@@ -100,14 +94,9 @@ python -c 'import sambaflow; print(sambaflow.__version__)'""")
 
 
 def test_lenet_compile_test_and_run_with_srun(cluster, starters):
-    rc, out = on_node(cluster, SN30, f"""set -e
-{LENET_VENV}
-cd {STARTERS}/lenet
-srun python lenet.py compile -b=1 --pef-name="lenet" --output-folder="pef"
-ls pef/lenet
-srun python lenet.py test --pef="pef/lenet/lenet.pef"
-srun python lenet.py run --pef="pef/lenet/lenet.pef" > run.log 2>&1
-tail -n 4 run.log""")
+    rc, out = on_node(cluster, SN30, guide.script(
+        "set -e", LENET_VENV, f"cd {guide.LENET}", guide.LENET_COMPILE, "ls pef/lenet",
+        guide.LENET_TEST, f"{guide.LENET_RUN} > run.log 2>&1", "tail -n 4 run.log"))
     assert rc == 0, out
     assert "Test passed: the RDU's results match the CPU's" in out, out
     for name in ("lenet.pef", "lenet.samba.log", "lenet.mac.log", "lenet.plasma_compile.log"):
@@ -124,12 +113,7 @@ def test_lenet_with_sbatch_and_output_log(cluster, starters):
     rc, out = on_node(cluster, SN30, f"""set -e
 {LENET_VENV}
 cd {STARTERS}/lenet
-cat > submit-lenet-job.sh <<'EOS'
-#!/bin/sh
-
-python lenet.py compile -b=1 --pef-name="lenet" --output-folder="pef"
-python lenet.py run --pef="pef/lenet/lenet.pef"
-EOS
+{guide.LENET_SCRIPT}
 mkdir -p pef/lenet
 sbatch --wait --output=pef/lenet/output.log submit-lenet-job.sh
 cat pef/lenet/output.log""")

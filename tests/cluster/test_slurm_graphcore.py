@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from aitestbed.host.driver import wait_for
 
 LOGIN = "gc-login-01"
 FILES = Path(__file__).parent / "files"
@@ -56,10 +57,8 @@ def test_the_partition_is_removed_at_job_end(cluster):
     rc, out = cluster.run(LOGIN, "srun --ipus=1 sh -c 'echo $IPUOF_VIPU_API_PARTITION_ID'")
     assert rc == 0, out
     name = out.strip().splitlines()[-1]
-    deadline = time.monotonic() + 10
-    while any(p["name"] == name for p in vipu_partitions(cluster)):
-        assert time.monotonic() < deadline, f"{name} still exists"
-        time.sleep(0.2)
+    wait_for(lambda: not any(p["name"] == name for p in vipu_partitions(cluster)), 10, 0.2,
+             f"{name} to be removed")
 
 
 def test_a_job_without_ipus_has_no_partition(cluster):

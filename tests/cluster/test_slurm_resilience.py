@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import docker
+from aitestbed.host.driver import wait_for
 
 LOGIN = "gc-login-01"
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(1)
+POLL = 1.0  # seconds between two looks
 
 
 def job_states(cluster, jobs: list[str]) -> dict[str, str]:
@@ -29,10 +19,11 @@ def test_a_controller_restart_keeps_queued_and_running_jobs(cluster):
                                  "sbatch --parsable --hold --ipus=1 -o /dev/null --wrap true")
     running, held = out.split()
     try:
-        wait_for(lambda: job_states(cluster, [running]).get(running) == "RUNNING", 20, "RUNNING")
+        wait_for(lambda: job_states(cluster, [running]).get(running) == "RUNNING", 20, POLL,
+                 "RUNNING")
         docker.from_env().containers.get(cluster.container("gc-slurmctld")).restart()
         wait_for(lambda: cluster.run(LOGIN, "scontrol ping")[1].count("is UP"), 60,
-                 "the controller")
+                 POLL, "the controller")
         assert job_states(cluster, [running, held]) == {running: "RUNNING", held: "PENDING"}
         rc, out = cluster.run(LOGIN, f"scontrol show job {held}")
         assert "Reason=JobHeldUser" in out
@@ -47,12 +38,12 @@ def test_a_killed_compute_node_goes_down_and_its_jobs_fail_or_requeue(cluster):
     requeued, failed = out.split()
     try:
         wait_for(lambda: set(job_states(cluster, [requeued, failed]).values()) == {"RUNNING"},
-                 20, "both jobs RUNNING")
+                 20, POLL, "both jobs RUNNING")
         docker.from_env().containers.get(cluster.container("gc-poplar-01")).kill()
         wait_for(lambda: job_states(cluster, [failed]).get(failed) == "NODE_FAIL", 90,
-                 "NODE_FAIL")
+                 POLL, "NODE_FAIL")
         node = wait_for(lambda: "State=DOWN" in (out := cluster.run(
-            LOGIN, "scontrol show node gc-poplar-01")[1]) and out, 30, "the node DOWN")
+            LOGIN, "scontrol show node gc-poplar-01")[1]) and out, 30, POLL, "the node DOWN")
         assert "Reason=Not responding" in node
         rc, out = cluster.run(LOGIN, f"scontrol show job {requeued}")
         assert "JobState=PENDING" in out and "Restarts=1" in out, out

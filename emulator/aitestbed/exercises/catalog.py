@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aitestbed.exercises import checks
+from aitestbed.exercises import checks, guide
 from aitestbed.exercises.checks import Context, Criterion
 
 ALL = "all"
@@ -25,16 +25,8 @@ class Exercise:
     check: Callable[[Context], list[Criterion]]
 
 
-CS_RUN = ("python run.py CSX --job_labels name={label} --params configs/params.yaml "
-          "--num_csx=1 --mode train --model_dir $MODEL_DIR --mount_dirs /home/ /software "
-          "--python_paths /home/$(whoami)/R_2.1.1/modelzoo --compile_dir /$(whoami)")
-GC_WHEEL = "poptorch-3.3.0+113432_960e9c294b_ubuntu_20_04-cp311-cp311-linux_x86_64.whl"
-LENET_SCRIPT = ("cat > submit-lenet-job.sh <<'EOF'\n#!/bin/sh\n\n"
-                "python lenet.py compile -b=1 --pef-name=\"lenet\" --output-folder=\"pef\"\n"
-                "python lenet.py run --pef=\"pef/lenet/lenet.pef\"\nEOF")
-MNIST_SCRIPT = ("cat > submit-mnist-poptorch-job.sh <<'EOF'\n#!/bin/sh\n\n"
-                "python mnist_poptorch.py\nEOF")
-
+# The guide's commands come from guide.py; here they are shown with what a learner needs
+# around them (where to be, what to look for).
 EXERCISES: tuple[Exercise, ...] = (
     Exercise("first-login", "First login with a one-time passcode (MFA)", ALL, (
         "Get your passcode, as MobilePASS+ would show it: aitestbed --name {cluster} passcode "
@@ -44,36 +36,25 @@ EXERCISES: tuple[Exercise, ...] = (
     ), checks.first_login),
     Exercise("cerebras-setup", "Cerebras: PyTorch venv and the modelzoo", "cerebras", (
         "ssh -F {ssh_config} {cer_login}",
-        "chmod a+xr ~/",
-        "mkdir ~/R_2.1.1 && chmod a+x ~/R_2.1.1/ && cd ~/R_2.1.1",
-        "/software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt",
-        "source venv_cerebras_pt/bin/activate",
-        "pip install --upgrade pip",
-        "pip install cerebras_pytorch==2.1.1",
-        "git clone https://github.com/Cerebras/modelzoo.git",
-        "cd modelzoo && git tag && git checkout Release_2.1.1",
-        "pip install -r requirements.txt",
+        *guide.shown(guide.CS_SETUP),
     ), checks.cerebras_setup),
     Exercise("cerebras-fc-mnist", "Cerebras: train fc_mnist on the CS-2 with run.py CSX",
              "cerebras", (
         "ssh -F {ssh_config} {cer_login}   (do cerebras-setup first)",
-        "source ~/R_2.1.1/venv_cerebras_pt/bin/activate",
-        "cd {fc_mnist}",
-        "In configs/params.yaml set data_dir to "
-        "\"/software/cerebras/dataset/fc_mnist/data/mnist/train\" (train_input and eval_input)",
-        "export MODEL_DIR=model_dir",
-        "if [ -d \"$MODEL_DIR\" ]; then rm -Rf $MODEL_DIR; fi",
-        CS_RUN.format(label="pt_smoketest") + " |& tee mytest.log",
+        *guide.shown(guide.CS_ENTER),
+        f"In configs/params.yaml set data_dir to \"{guide.CS_DATASET}\" (train_input and "
+        "eval_input)",
+        *guide.shown(guide.CS_FRESH_MODEL_DIR),
+        guide.CS_SMOKETEST,
         "csctl get jobs   (from another terminal while it runs: your compile, then execute job)",
     ), checks.cerebras_fc_mnist),
     Exercise("cerebras-cancel", "Cerebras: find your job with csctl and cancel it", "cerebras", (
         "ssh -F {ssh_config} {cer_login}   (do cerebras-fc-mnist first)",
-        "source ~/R_2.1.1/venv_cerebras_pt/bin/activate && cd {fc_mnist}",
+        guide.one_line(guide.CS_ENTER),
         "export MODEL_DIR=model_cancel && rm -rf $MODEL_DIR",
         "Start a run in the background; AITESTBED_TIME_SCALE=1 makes the emulator take the real "
         "system's time, so there is time to cancel it:",
-        "AITESTBED_TIME_SCALE=1 nohup " + CS_RUN.format(label="cancel_me") + " > cancel_me.log "
-        "2>&1 &",
+        f"AITESTBED_TIME_SCALE=1 nohup {guide.cs_run('cancel_me')} > cancel_me.log 2>&1 &",
         "csctl get jobs   (note the NAME of your job, wsjob-...)",
         "csctl cancel job <NAME>   (Job canceled successfully)",
         "tail cancel_me.log   (the run reports that it was canceled)",
@@ -86,46 +67,34 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("graphcore-setup", "Graphcore: Poplar SDK, PopTorch venv and the examples",
              "graphcore", (
         "On {gc_node} (graphcore-login):",
-        "mkdir -p ~/venvs/graphcore",
-        "virtualenv ~/venvs/graphcore/poptorch33_env",
-        "source ~/venvs/graphcore/poptorch33_env/bin/activate",
-        "POPLAR_SDK_ROOT=/software/graphcore/poplar_sdk/3.3.0",
-        "export POPLAR_SDK_ROOT=$POPLAR_SDK_ROOT",
-        "pip install $POPLAR_SDK_ROOT/" + GC_WHEEL + "   (the guide's cp38 wheel is for the "
-        "real system's Python 3.8; these nodes have Python 3.11)",
-        "mkdir ~/graphcore && cd ~/graphcore",
-        "git clone https://github.com/graphcore/examples.git",
-        "cd examples && git tag && git checkout v3.3.0",
+        *guide.shown(guide.GC_SETUP, notes={
+            guide.GC_INSTALL: "the guide's cp38 wheel is for the real system's Python 3.8; "
+                              "these nodes have Python 3.11"}),
     ), checks.graphcore_setup),
     Exercise("graphcore-mnist", "Graphcore: MNIST on one IPU with srun", "graphcore", (
         "On {gc_node}, with the venv active (graphcore-setup):",
-        "mkdir -p ~/tmp && export POPTORCH_CACHE_DIR=~/tmp",
+        f"mkdir -p ~/tmp && {guide.GC_CACHE}",
         "cd {mnist}",
-        "srun --ipus=1 python mnist_poptorch.py   (--epochs 1 for a shorter run)",
+        f"{guide.MNIST_SRUN}   (--epochs 1 for a shorter run)",
     ), checks.graphcore_mnist),
     Exercise("graphcore-sbatch", "Graphcore: MNIST as a batch job with an output file",
              "graphcore", (
         "On {gc_node}, with the venv active and POPTORCH_CACHE_DIR=~/tmp exported:",
         "cd {mnist}",
-        MNIST_SCRIPT,
-        "sbatch --ipus=1 --output=mnist-poptorch-output.log submit-mnist-poptorch-job.sh",
+        guide.mnist_job_script(),
+        guide.MNIST_SBATCH,
         "squeue   (until your job is gone)",
         "cat mnist-poptorch-output.log",
     ), checks.graphcore_sbatch),
     Exercise("sambanova-lenet", "SambaNova: LeNet compile, run and test with srun", "sambanova", (
         "ssh -F {ssh_config} {sn_login}, then ssh {sn_node} (SambaFlow is set up at login)",
-        "cd ~/ && mkdir apps && cp -r /opt/sambaflow/apps/starters apps/starters",
-        "cd ~/apps/starters/lenet",
-        "source /opt/sambaflow/apps/starters/lenet/venv/bin/activate",
-        "srun python lenet.py compile -b=1 --pef-name=\"lenet\" --output-folder=\"pef\"",
-        "srun python lenet.py run --pef=\"pef/lenet/lenet.pef\"",
-        "srun python lenet.py test --pef=\"pef/lenet/lenet.pef\"",
+        *guide.shown(guide.SN_STARTERS + guide.SN_LENET),
     ), checks.sambanova_lenet),
     Exercise("sambanova-sbatch", "SambaNova: LeNet as a batch job on two RDUs", "sambanova", (
         "On {sn_node}, with the LeNet venv active (sambanova-lenet):",
-        "cd ~/apps/starters/lenet",
-        LENET_SCRIPT,
-        "sbatch --gres=rdu:2 --output=pef/lenet/output.log submit-lenet-job.sh",
+        f"cd {guide.LENET}",
+        guide.LENET_SCRIPT,
+        guide.LENET_SBATCH,
         "squeue   (until your job is gone)",
         "cat pef/lenet/output.log",
     ), checks.sambanova_sbatch),
@@ -143,8 +112,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "ssh -F {ssh_config} {sn_login}",
         f"ssh -N -f -L localhost:{checks.LOCAL_PORT}:localhost:{checks.SERVER_PORT} {{sn_node}}",
         "ssh {sn_node}",
-        f"cd ~ && python3 -m http.server {checks.SERVER_PORT}   (in place of: tensorboard "
-        f"--logdir /logs --port {checks.SERVER_PORT})",
+        f"cd ~ && {guide.SERVER}   (in place of: tensorboard --logdir /logs --port "
+        f"{checks.SERVER_PORT})",
         f"On this machine, browse or curl http://localhost:{checks.LOCAL_PORT}",
     ), checks.port_forwarding),
 )
@@ -180,7 +149,7 @@ def placeholders(cluster: str, user: str, ssh_config: str, nodes: checks.Nodes,
         # The guide's examples use the SN30 nodes (sn30-r1-h1) where there are some.
         "sn_node": next((n for n in nodes.hop.get("sambanova", []) if n.startswith("sn30")),
                         one(nodes.hop, "sambanova")),
-        "fc_mnist": checks.FC_MNIST,
-        "mnist": checks.MNIST_DIR, "payload": payload or "<run start first>",
+        "fc_mnist": guide.FC_MNIST,
+        "mnist": guide.MNIST_DIR, "payload": payload or "<run start first>",
         "payload_name": payload.rsplit("/", 1)[-1] if payload else "<file>",
     }

@@ -17,6 +17,22 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from aitestbed.exercises import guide
+from aitestbed.exercises.guide import (
+    CS_DATASET,
+    CS_DIR,
+    CS_MODELZOO,
+    CS_VENV,
+    FC_MNIST,
+    GC_EXAMPLES,
+    GC_VENV,
+    LENET,
+    LENET_VENV,
+    LOCAL_PORT,
+    MNIST_DIR,
+    PEF,
+    SERVER_PORT,
+)
 from aitestbed.exercises.probe import Probe
 
 SSHD_LOG = "/var/log/sshd.log"
@@ -221,36 +237,27 @@ def first_login(ctx: Context) -> list[Criterion]:
         f"sshd on {', '.join(found)} accepted you" if found else "")]
 
 
-# Cerebras -------------------------------------------------------------------
-CS_RELEASE = "R_2.1.1"
-CS_VENV = f"~/{CS_RELEASE}/venv_cerebras_pt"
-CS_MODELZOO = f"~/{CS_RELEASE}/modelzoo"
-FC_MNIST = f"{CS_MODELZOO}/modelzoo/fc_mnist/pytorch"
-CS_DATASET = "/software/cerebras/dataset/fc_mnist/data/mnist/train"
-
-
+# Cerebras (paths and commands: guide.py) ------------------------------------------------
 def cerebras_setup(ctx: Context) -> list[Criterion]:
     node = first(ctx.nodes.login, "cerebras")
     rc, mode = ctx.as_user(node, "stat -c %a ~")
     navigable = rc == 0 and len(mode.strip()) >= 3 and int(mode.strip()[-1]) & 5 == 5
     venv = in_home(ctx, node, f"test -x {CS_VENV}/bin/python -a -f {CS_VENV}/pyvenv.cfg")
     version = package_version(ctx, node, CS_VENV, "cerebras_pytorch") if venv else ""
-    cloned, at_release = git_at(ctx, node, CS_MODELZOO, "Release_2.1.1")
+    cloned, at_release = git_at(ctx, node, CS_MODELZOO, guide.CS_TAG)
     return [
         Criterion("home directory navigable by the appliance", navigable, "chmod a+xr ~/",
                   f"mode {mode.strip()}" if rc == 0 else ""),
         Criterion(f"a venv at {CS_VENV}", venv,
-                  f"mkdir -p ~/{CS_RELEASE} && cd ~/{CS_RELEASE} && "
-                  "/software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt"),
+                  f"mkdir -p {CS_DIR} && cd {CS_DIR} && {guide.CS_MAKE_VENV}"),
         Criterion("cerebras_pytorch 2.1.1 installed in it", release_of(version) == "2.1.1",
-                  f"source {CS_VENV}/bin/activate && pip install cerebras_pytorch==2.1.1"
+                  f"{guide.CS_ACTIVATE} && {guide.CS_INSTALL}"
                   + (f" (found {version})" if version else ""),
                   f"cerebras_pytorch {version}" if version else ""),
         Criterion(f"the modelzoo cloned at {CS_MODELZOO}", cloned,
-                  f"cd ~/{CS_RELEASE} && git clone https://github.com/Cerebras/modelzoo.git"),
-        Criterion("the modelzoo checked out at Release_2.1.1", at_release,
-                  f"cd {CS_MODELZOO} && git checkout Release_2.1.1 && "
-                  "pip install -r requirements.txt"),
+                  f"cd {CS_DIR} && {guide.CS_CLONE}"),
+        Criterion(f"the modelzoo checked out at {guide.CS_TAG}", at_release,
+                  f"cd {CS_MODELZOO} && {guide.CS_CHECKOUT} && {guide.CS_REQUIREMENTS}"),
     ]
 
 
@@ -270,10 +277,7 @@ def cerebras_fc_mnist(ctx: Context) -> list[Criterion]:
         "configs/params.yaml reads the MNIST data set from /software", dataset,
         f"cd {FC_MNIST} and set train_input and eval_input data_dir to "
         f"\"{CS_DATASET}\" in configs/params.yaml")]
-    run = ("cd {fc_mnist} && export MODEL_DIR=model_dir && python run.py CSX --job_labels "
-           "name=pt_smoketest --params configs/params.yaml --num_csx=1 --mode train "
-           "--model_dir $MODEL_DIR --mount_dirs /home/ /software --python_paths "
-           "/home/$(whoami)/R_2.1.1/modelzoo --compile_dir /$(whoami) |& tee mytest.log")
+    run = f"cd {{fc_mnist}} && export MODEL_DIR=model_dir && {guide.CS_SMOKETEST}"
     for job_type, text in (("compile", "the model compiled on the appliance (a compile WSJob "
                                        "SUCCEEDED)"),
                            ("execute", "the model trained on a CS-2 (an execute WSJob "
@@ -284,7 +288,7 @@ def cerebras_fc_mnist(ctx: Context) -> list[Criterion]:
                 for j in mine[-1:]]
         criteria.append(Criterion(
             text, bool(done),
-            f"source {CS_VENV}/bin/activate && {run}" + last_state(last, f"{job_type} job"),
+            f"{guide.CS_ACTIVATE} && {run}" + last_state(last, f"{job_type} job"),
             done[-1]["metadata"]["name"] if done else ""))
     return criteria
 
@@ -319,10 +323,7 @@ def cerebras_cancel(ctx: Context) -> list[Criterion]:
             f"{mine[-1]['metadata']['name']} CANCELLED" if mine else "")]
 
 
-# Graphcore ------------------------------------------------------------------
-GC_VENV = "~/venvs/graphcore/poptorch33_env"
-GC_EXAMPLES = "~/graphcore/examples"
-MNIST_DIR = f"{GC_EXAMPLES}/tutorials/simple_applications/pytorch/mnist"
+# Graphcore (paths and commands: guide.py) -----------------------------------------------
 MNIST_WORKDIR = "/tutorials/simple_applications/pytorch/mnist"
 POPTORCH_WHEEL = "$POPLAR_SDK_ROOT/poptorch-3.3.0+*.whl"
 
@@ -344,21 +345,20 @@ def graphcore_setup(ctx: Context) -> list[Criterion]:
     node = first(ctx.nodes.hop, "graphcore") or first(ctx.nodes.login, "graphcore")
     venv = in_home(ctx, node, f"test -x {GC_VENV}/bin/python")
     version = package_version(ctx, node, GC_VENV, "poptorch") if venv else ""
-    cloned, at_tag = git_at(ctx, node, GC_EXAMPLES, "v3.3.0")
+    cloned, at_tag = git_at(ctx, node, GC_EXAMPLES, guide.GC_TAG)
     return [
         Criterion(f"a venv at {GC_VENV}", venv,
-                  f"mkdir -p ~/venvs/graphcore && virtualenv {GC_VENV}"),
+                  f"mkdir -p ~/venvs/graphcore && {guide.GC_MAKE_VENV}"),
         Criterion("the Poplar SDK 3.3.0's poptorch wheel installed in it",
                   release_of(version) == "3.3.0",
-                  f"source {GC_VENV}/bin/activate && POPLAR_SDK_ROOT="
-                  f"/software/graphcore/poplar_sdk/3.3.0 && pip install {POPTORCH_WHEEL}"
+                  f"{guide.GC_ACTIVATE} && POPLAR_SDK_ROOT={guide.GC_SDK_ROOT} && "
+                  f"pip install {POPTORCH_WHEEL}"
                   + (f" (found poptorch {version})" if version else ""),
                   f"poptorch {version}" if version else ""),
         Criterion(f"the examples cloned at {GC_EXAMPLES}", cloned,
-                  "mkdir -p ~/graphcore && cd ~/graphcore && "
-                  "git clone https://github.com/graphcore/examples.git"),
-        Criterion("the examples checked out at v3.3.0", at_tag,
-                  f"cd {GC_EXAMPLES} && git checkout v3.3.0"),
+                  f"mkdir -p ~/graphcore && cd ~/graphcore && {guide.GC_CLONE}"),
+        Criterion(f"the examples checked out at {guide.GC_TAG}", at_tag,
+                  f"cd {GC_EXAMPLES} && git checkout {guide.GC_TAG}"),
     ]
 
 
@@ -373,12 +373,11 @@ def graphcore_mnist(ctx: Context) -> list[Criterion]:
     cached = in_home(ctx, node, "ls ~/tmp/*.popef >/dev/null 2>&1")
     return [
         Criterion("mnist_poptorch.py ran to the end under srun, on an IPU", bool(done),
-                  f"source {GC_VENV}/bin/activate && cd {MNIST_DIR} && "
-                  "srun --ipus=1 python mnist_poptorch.py"
+                  f"{guide.GC_ACTIVATE} && cd {MNIST_DIR} && {guide.MNIST_SRUN}"
                   + last_state([j.describe() for j in jobs], "srun job there"),
                   done[-1].describe() if done else ""),
         Criterion("its compiled graph kept in the executable cache ~/tmp", cached,
-                  "mkdir -p ~/tmp && export POPTORCH_CACHE_DIR=~/tmp, then run it again"),
+                  f"mkdir -p ~/tmp && {guide.GC_CACHE}, then run it again"),
     ]
 
 
@@ -392,8 +391,7 @@ def graphcore_sbatch(ctx: Context) -> list[Criterion]:
         Criterion("submit-mnist-poptorch-job.sh ran to the end as a batch job on an IPU",
                   bool(done),
                   f"cd {MNIST_DIR}, write submit-mnist-poptorch-job.sh (#!/bin/sh, then "
-                  "python mnist_poptorch.py) and `sbatch --ipus=1 "
-                  "--output=mnist-poptorch-output.log submit-mnist-poptorch-job.sh`"
+                  f"python mnist_poptorch.py) and `{guide.MNIST_SBATCH}`"
                   + last_state([j.describe() for j in jobs], "batch job"),
                   done[-1].describe() if done else ""),
         Criterion("its output file mnist-poptorch-output.log shows the test accuracy", output,
@@ -402,11 +400,8 @@ def graphcore_sbatch(ctx: Context) -> list[Criterion]:
     ]
 
 
-# SambaNova ------------------------------------------------------------------
-LENET = "~/apps/starters/lenet"
+# SambaNova (paths and commands: guide.py) -----------------------------------------------
 LENET_WORKDIR = "/apps/starters/lenet"
-LENET_VENV = "source /opt/sambaflow/apps/starters/lenet/venv/bin/activate"
-PEF = "pef/lenet/lenet.pef"
 
 
 def _lenet_jobs(ctx: Context) -> list[SlurmJob]:
@@ -442,16 +437,15 @@ def sambanova_lenet(ctx: Context) -> list[Criterion]:
     journal = rdu_journal(ctx, jobs)
     criteria = [
         Criterion("the starters copied to ~/apps/starters", copied,
-                  "cd ~/ && mkdir -p apps && cp -r /opt/sambaflow/apps/starters apps/starters"),
+                  guide.one_line(guide.SN_STARTERS)),
         Criterion(f"LeNet compiled to {LENET}/{PEF}", compiled,
-                  f"on {{sn_node}}: {LENET_VENV} && cd {LENET} && srun python lenet.py compile "
-                  "-b=1 --pef-name=\"lenet\" --output-folder=\"pef\""),
+                  f"on {{sn_node}}: {LENET_VENV} && cd {LENET} && {guide.LENET_COMPILE}"),
     ]
-    for step in ("run", "test"):
+    for step, command in (("run", guide.LENET_RUN), ("test", guide.LENET_TEST)):
         job = _ran_on_rdus(jobs, journal, f"lenet.py {step}")
         criteria.append(Criterion(
             f"`lenet.py {step}` completed on the RDUs under srun", job is not None,
-            f"cd {LENET} && srun python lenet.py {step} --pef=\"{PEF}\""
+            f"cd {LENET} && {command}"
             + last_state([j.describe() for j in jobs], "srun job"),
             f"{job.describe()} on {job.node}" if job else ""))
     return criteria
@@ -468,14 +462,12 @@ def sambanova_sbatch(ctx: Context) -> list[Criterion]:
     output = in_home(ctx, node, f"grep -q 'Test Accuracy' {LENET}/pef/lenet/output.log")
     return [
         Criterion("submit-lenet-job.sh ran to the end as a batch job", bool(done),
-                  f"cd {LENET}, write submit-lenet-job.sh (#!/bin/sh, then the compile and run "
-                  "lines) and `sbatch --gres=rdu:2 --output=pef/lenet/output.log "
-                  "submit-lenet-job.sh`"
+                  f"cd {LENET}, write {guide.LENET_JOB} (#!/bin/sh, then the compile and run "
+                  f"lines) and `{guide.LENET_SBATCH}`"
                   + last_state([j.describe() for j in jobs], "batch job"),
                   done[-1].describe() if done else ""),
         Criterion("the batch job held two RDUs (--gres=rdu:2)", two is not None,
-                  "ask Slurm for them: `sbatch --gres=rdu:2 --output=pef/lenet/output.log "
-                  "submit-lenet-job.sh`"
+                  f"ask Slurm for them: `{guide.LENET_SBATCH}`"
                   + (f" (your last batch job held {held.get(done[-1].job_id, 0)} RDU(s))"
                      if done else ""),
                   f"{two.describe()}: RDUs held on {two.node}: {held[two.job_id]}" if two else ""),
@@ -500,9 +492,6 @@ def data_transfer(ctx: Context) -> list[Criterion]:
                       f"~/{ctx.payload_name} matches" if same else "")]
 
 
-SERVER_PORT = 6006
-LOCAL_PORT = 16006
-
 
 def _listener(ctx: Context, node: str) -> str:
     """The user's process listening on SERVER_PORT of node, or ''.
@@ -521,7 +510,7 @@ def port_forwarding(ctx: Context) -> list[Criterion]:
     criteria = [Criterion(
         f"a server of yours (TensorBoard's stand-in) listening on port {SERVER_PORT} of a "
         "SambaNova node", bool(serving),
-        f"on {{sn_node}}: cd ~ && python3 -m http.server {SERVER_PORT}",
+        f"on {{sn_node}}: cd ~ && {guide.SERVER}",
         f"on {serving[0]}" if serving else "")]
     local = ctx.http_get(f"http://127.0.0.1:{LOCAL_PORT}/")
     remote = None

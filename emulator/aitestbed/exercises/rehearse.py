@@ -25,13 +25,13 @@ from pathlib import Path
 import click
 import yaml
 
-from aitestbed.exercises import catalog, checks
+from aitestbed.exercises import checks, guide
 from aitestbed.exercises.session import Result, Session
-from aitestbed.host import sshconfig
+from aitestbed.host import driver
+from aitestbed.host.driver import Driver, wait_for
 from aitestbed.host.errors import AitestbedError, run_click
 from aitestbed.host.state import ClusterState
 
-AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
 FIRST_UID = 20001
 STEP_TIMEOUT = 900.0
 POLL = 1.0
@@ -48,39 +48,34 @@ def _tail(text: str, lines: int = 6) -> str:
 # the scripted learner -------------------------------------------------------------------
 @dataclass
 class Learner:
-    """A user at this machine's terminal: ssh, scp, and hops from a login node."""
+    """A user at this machine's terminal (aitestbed.host.driver): ssh, scp, and hops from
+    a login node; a failed step raises StepError."""
 
     session: Session
     user: str
     logged_in: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    driver: Driver = field(init=False, repr=False)
 
-    @property
-    def ssh_config(self) -> str:
-        return str(self.session.state.ssh_config_path)
+    def __post_init__(self) -> None:
+        self.driver = Driver(self.session.state.name, self.user)
 
     def log_in(self, host: str) -> None:
         """Type the passcode once per login node; later ssh and scp share the connection."""
         with self._lock:
             if host in self.logged_in:
                 return
-            result = sshconfig.log_in(self.session.state, host, self.user)
+            result = self.driver.log_in(host)
             if result.returncode:
                 raise StepError(f"ssh {self.user}@{host} with the passcode: "
                                 f"{_tail(result.stderr)}")
             self.logged_in.add(host)
 
-    def ssh_argv(self, host: str, *options: str) -> list[str]:
-        self.log_in(host)
-        return ["ssh", "-F", self.ssh_config, "-o", "BatchMode=yes", "-l", self.user, *options,
-                host]
-
     def ssh(self, host: str, command: str, timeout: float = STEP_TIMEOUT) -> str:
         """Run command on a login node; its output, or StepError when it fails."""
+        self.log_in(host)
         try:
-            result = subprocess.run([*self.ssh_argv(host), command], capture_output=True,
-                                    text=True, stdin=subprocess.DEVNULL, timeout=timeout,
-                                    check=False)
+            result = self.driver.ssh(host, command, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise StepError(f"`{_short(command)}` on {host} took over {timeout:.0f} s") from None
         out = result.stdout + result.stderr
@@ -91,42 +86,31 @@ class Learner:
 
     def hop(self, login: str, node: str, script: str, timeout: float = STEP_TIMEOUT) -> str:
         """Run script in a login shell on node, reached from login as the guide does."""
-        name = f".rehearse-{uuid.uuid4().hex[:8]}.sh"
-        self.ssh(login, f"cat > ~/{name} <<'EOF_REHEARSE'\n{script}\nEOF_REHEARSE")
-        return self.ssh(login, f"ssh {node} bash -l ~/{name}; rc=$?; rm -f ~/{name}; exit $rc",
-                        timeout)
+        upload, run = driver.hop_commands(node, script)
+        self.ssh(login, upload)
+        return self.ssh(login, run, timeout)
 
     def scp(self, source: Path, host: str) -> None:
         self.log_in(host)
-        result = subprocess.run(["scp", "-F", self.ssh_config, "-o", "BatchMode=yes",
-                                 "-o", f"User={self.user}", str(source), f"{host}:~/"],
-                                capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                timeout=120, check=False)
+        result = self.driver.scp(source, host, timeout=120)
         if result.returncode:
             raise StepError(f"scp to {host} exited {result.returncode}: "
                             f"{_tail(result.stderr)}")
 
+    def control(self, host: str, action: str, *options: str, check: bool = False) -> None:
+        """Ask the shared connection to host to `action` (forward, cancel) with options."""
+        self.log_in(host)
+        self.driver.control(host, action, *options, check=check)
+
     def close(self) -> None:
         """End the shared connections the rehearsal opened here."""
         for host in self.logged_in:
-            subprocess.run(["ssh", "-F", self.ssh_config, "-l", self.user, "-O", "exit", host],
-                           capture_output=True, stdin=subprocess.DEVNULL, timeout=30,
-                           check=False)
+            self.driver.log_out(host)
 
 
 def _short(command: str) -> str:
     first = command.strip().splitlines()[0] if command.strip() else command
     return first if len(first) <= 100 else first[:97] + "..."
-
-
-def wait_for(predicate: Callable[[], str | None], timeout: float, what: str) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(POLL)
-    raise StepError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 # each exercise's steps, as the guide gives them -------------------------------------------
@@ -136,59 +120,35 @@ def first_login(learner: Learner, v: dict[str, str]) -> None:
         raise StepError(f"logged in, but hostname says {out.split()[:1]}")
 
 
-CS_VENV = "source ~/R_2.1.1/venv_cerebras_pt/bin/activate"
-
-
 def cerebras_setup(learner: Learner, v: dict[str, str]) -> None:
-    learner.ssh(v["cer_login"], """set -e
-chmod a+xr ~/
-mkdir -p ~/R_2.1.1
-chmod a+x ~/R_2.1.1/
-cd ~/R_2.1.1
-/software/cerebras/python3.8/bin/python3.8 -m venv venv_cerebras_pt
-source venv_cerebras_pt/bin/activate
-pip install --upgrade pip
-pip install cerebras_pytorch==2.1.1
-git clone https://github.com/Cerebras/modelzoo.git
-cd modelzoo
-git tag
-git checkout Release_2.1.1
-pip install -r requirements.txt""")
+    learner.ssh(v["cer_login"], guide.script("set -e", guide.CS_SETUP))
 
 
 def cerebras_fc_mnist(learner: Learner, v: dict[str, str]) -> None:
-    run = catalog.CS_RUN.format(label="pt_smoketest")
-    learner.ssh(v["cer_login"], f"""set -e
-{CS_VENV}
-cd {v["fc_mnist"]}
-sed -i 's|data_dir: .*|data_dir: "{checks.CS_DATASET}"|' configs/params.yaml
-export MODEL_DIR=model_dir
-if [ -d "$MODEL_DIR" ]; then rm -Rf $MODEL_DIR; fi
-{run} |& tee mytest.log; test ${{PIPESTATUS[0]}} -eq 0
-csctl get jobs""")
+    learner.ssh(v["cer_login"], guide.script(
+        "set -e", guide.CS_ENTER, guide.CS_SET_DATA_DIR, guide.CS_FRESH_MODEL_DIR,
+        f"{guide.CS_SMOKETEST}; test ${{PIPESTATUS[0]}} -eq 0", "csctl get jobs"))
 
 
 def cerebras_cancel(learner: Learner, v: dict[str, str]) -> None:
     login = v["cer_login"]
     # A quarter of the real system's pace: long enough to catch the job running.
-    run = catalog.CS_RUN.format(label="cancel_me")
-    learner.ssh(login, f"{CS_VENV} && cd {v['fc_mnist']} && export MODEL_DIR=model_cancel && "
-                       f"rm -rf $MODEL_DIR && (AITESTBED_TIME_SCALE=0.25 nohup {run} "
-                       "> cancel_me.log 2>&1 < /dev/null &)")
+    learner.ssh(login, guide.one_line(
+        guide.CS_ENTER, "export MODEL_DIR=model_cancel", "rm -rf $MODEL_DIR",
+        f"(AITESTBED_TIME_SCALE=0.25 nohup {guide.cs_run('cancel_me')} > cancel_me.log 2>&1 "
+        "< /dev/null &)"))
 
     def running() -> str | None:
         rows = [line.split() for line in learner.ssh(login, "csctl get jobs").splitlines()]
         return next((r[0] for r in rows if "name=cancel_me" in r and "RUNNING" in r), None)
 
-    name = wait_for(running, 180, "the job to show RUNNING in `csctl get jobs`")
+    name = wait_for(running, 180, POLL, "the job to show RUNNING in `csctl get jobs`",
+                    error=StepError)
     out = learner.ssh(login, f"csctl cancel job {name}")
     if "Job canceled successfully" not in out:
         raise StepError(f"csctl cancel job said: {out.strip()}")
     wait_for(lambda: "failed due to" in learner.ssh(login, f"cat {v['fc_mnist']}/cancel_me.log")
-             or None, 60, "the run to report the cancellation")
-
-
-GC_ENV = (f"source {checks.GC_VENV}/bin/activate\nexport POPTORCH_CACHE_DIR=~/tmp\n")
+             or None, 60, POLL, "the run to report the cancellation", error=StepError)
 
 
 def graphcore_login(learner: Learner, v: dict[str, str]) -> None:
@@ -198,25 +158,13 @@ def graphcore_login(learner: Learner, v: dict[str, str]) -> None:
 
 
 def graphcore_setup(learner: Learner, v: dict[str, str]) -> None:
-    learner.hop(v["gc_login"], v["gc_node"], f"""set -e
-mkdir -p ~/venvs/graphcore
-virtualenv ~/venvs/graphcore/poptorch33_env
-source ~/venvs/graphcore/poptorch33_env/bin/activate
-POPLAR_SDK_ROOT=/software/graphcore/poplar_sdk/3.3.0
-export POPLAR_SDK_ROOT=$POPLAR_SDK_ROOT
-pip install $POPLAR_SDK_ROOT/{catalog.GC_WHEEL}
-mkdir -p ~/graphcore && cd ~/graphcore
-git clone https://github.com/graphcore/examples.git
-cd examples
-git tag
-git checkout v3.3.0""")
+    learner.hop(v["gc_login"], v["gc_node"], guide.script("set -e", guide.GC_SETUP))
 
 
 def graphcore_mnist(learner: Learner, v: dict[str, str]) -> None:
-    out = learner.hop(v["gc_login"], v["gc_node"], f"""set -e
-mkdir -p ~/tmp
-{GC_ENV}cd {checks.MNIST_DIR}
-srun --ipus=1 python mnist_poptorch.py --epochs 1""")
+    out = learner.hop(v["gc_login"], v["gc_node"], guide.script(
+        "set -e", "mkdir -p ~/tmp", guide.GC_ENV, f"cd {guide.MNIST_DIR}",
+        f"{guide.MNIST_SRUN} --epochs 1"))
     if "Accuracy on test set" not in out:
         raise StepError(f"no accuracy in the output: {_tail(out)}")
 
@@ -229,37 +177,24 @@ while squeue -h -j $job 2>/dev/null | grep -q .; do sleep 2; done"""
 
 
 def graphcore_sbatch(learner: Learner, v: dict[str, str]) -> None:
-    out = learner.hop(v["gc_login"], v["gc_node"], f"""set -e
-{GC_ENV}cd {checks.MNIST_DIR}
-printf '#!/bin/sh\\n\\npython mnist_poptorch.py --epochs 1\\n' > submit-mnist-poptorch-job.sh
-{_submit_and_wait("sbatch --ipus=1 --output=mnist-poptorch-output.log "
-                  "submit-mnist-poptorch-job.sh")}
-cat mnist-poptorch-output.log""")
+    out = learner.hop(v["gc_login"], v["gc_node"], guide.script(
+        "set -e", guide.GC_ENV, f"cd {guide.MNIST_DIR}", guide.mnist_job_script("--epochs 1"),
+        _submit_and_wait(guide.MNIST_SBATCH), "cat mnist-poptorch-output.log"))
     if "Accuracy on test set" not in out:
         raise StepError(f"no accuracy in the output log: {_tail(out)}")
 
 
 def sambanova_lenet(learner: Learner, v: dict[str, str]) -> None:
-    out = learner.hop(v["sn_login"], v["sn_node"], f"""set -e
-cd ~/
-mkdir -p apps
-cp -r /opt/sambaflow/apps/starters apps/starters
-cd ~/apps/starters/lenet
-{checks.LENET_VENV}
-srun python lenet.py compile -b=1 --pef-name="lenet" --output-folder="pef"
-srun python lenet.py run --pef="pef/lenet/lenet.pef"
-srun python lenet.py test --pef="pef/lenet/lenet.pef" """)
+    out = learner.hop(v["sn_login"], v["sn_node"],
+                      guide.script("set -e", guide.SN_STARTERS, guide.SN_LENET))
     if "Test passed" not in out:
         raise StepError(f"the test step did not pass: {_tail(out)}")
 
 
 def sambanova_sbatch(learner: Learner, v: dict[str, str]) -> None:
-    out = learner.hop(v["sn_login"], v["sn_node"], f"""set -e
-{checks.LENET_VENV}
-cd ~/apps/starters/lenet
-{catalog.LENET_SCRIPT}
-{_submit_and_wait("sbatch --gres=rdu:2 --output=pef/lenet/output.log submit-lenet-job.sh")}
-cat pef/lenet/output.log""")
+    out = learner.hop(v["sn_login"], v["sn_node"], guide.script(
+        "set -e", guide.LENET_VENV, f"cd {guide.LENET}", guide.LENET_SCRIPT,
+        _submit_and_wait(guide.LENET_SBATCH), "cat pef/lenet/output.log"))
     if "Test Accuracy" not in out:
         raise StepError(f"no accuracy in pef/lenet/output.log: {_tail(out)}")
 
@@ -271,29 +206,26 @@ def data_transfer(learner: Learner, v: dict[str, str]) -> None:
 
 def port_forwarding(learner: Learner, v: dict[str, str]) -> None:
     login, node = v["sn_login"], v["sn_node"]
-    local, server = checks.LOCAL_PORT, checks.SERVER_PORT
-    learner.hop(login, node, f"cd ~ && (nohup python3 -m http.server {server} > /dev/null 2>&1 "
-                             "< /dev/null &)")
+    local, server = guide.LOCAL_PORT, guide.SERVER_PORT
+    learner.hop(login, node, f"cd ~ && (nohup {guide.SERVER} > /dev/null 2>&1 < /dev/null &)")
     hop = f"ssh -N -f -L localhost:{local}:localhost:{server} {node}"
     learner.ssh(login, hop)
     forward = f"localhost:{local}:localhost:{local}"
     # The login's shared connection carries the forward (as `ssh -N -f -L` would).
-    subprocess.run(learner.ssh_argv(login, "-O", "forward", "-L", forward), capture_output=True,
-                   stdin=subprocess.DEVNULL, timeout=30, check=True)
-    wait_for(lambda: checks.http_get(f"http://127.0.0.1:{local}/"), 30,
-             f"http://127.0.0.1:{local} to answer")
+    learner.control(login, "forward", "-L", forward, check=True)
+    wait_for(lambda: checks.http_get(f"http://127.0.0.1:{local}/"), 30, POLL,
+             f"http://127.0.0.1:{local} to answer", error=StepError)
 
 
 def stop_port_forwarding(learner: Learner, v: dict[str, str]) -> None:
     """The rehearsal's own clean-up: the tunnel, the hop's ssh and the server."""
     login, node = v["sn_login"], v["sn_node"]
-    forward = f"localhost:{checks.LOCAL_PORT}:localhost:{checks.LOCAL_PORT}"
-    subprocess.run(learner.ssh_argv(login, "-O", "cancel", "-L", forward), capture_output=True,
-                   stdin=subprocess.DEVNULL, timeout=30, check=False)
-    hop = f"ssh -N -f -L localhost:{checks.LOCAL_PORT}:localhost:{checks.SERVER_PORT} {node}"
+    forward = f"localhost:{guide.LOCAL_PORT}:localhost:{guide.LOCAL_PORT}"
+    learner.control(login, "cancel", "-L", forward)
+    hop = f"ssh -N -f -L localhost:{guide.LOCAL_PORT}:localhost:{guide.SERVER_PORT} {node}"
     learner.ssh(login, f"kill $(pgrep -u $(id -u) -xf {shlex.quote(hop)}) 2>/dev/null; "
-                       f"ssh {node} 'kill $(pgrep -u $(id -u) -xf \"python3 -m http.server "
-                       f"{checks.SERVER_PORT}\")' 2>/dev/null; true")
+                       f"ssh {node} 'kill $(pgrep -u $(id -u) -xf \"{guide.SERVER}\")' "
+                       "2>/dev/null; true")
 
 
 SCRIPTS: dict[str, Callable[[Learner, dict[str, str]], None]] = {
@@ -376,8 +308,8 @@ def aitestbed(cluster: str, *args: str, log: Path) -> None:
     with log.open("a") as out:
         out.write(f"\n$ aitestbed --name {cluster} {' '.join(args)}\n")
         out.flush()
-        result = subprocess.run([*AITESTBED, "--name", cluster, *args], stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False)
+        result = driver.aitestbed(cluster, *args, stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL)
     if result.returncode:
         raise AitestbedError(f"`aitestbed --name {cluster} {' '.join(args)}` failed "
                              f"(exit {result.returncode}); see {log}")
