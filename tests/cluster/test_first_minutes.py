@@ -9,6 +9,7 @@ from datetime import datetime
 
 import docker
 import pytest
+from aitestbed.host.driver import wait_for
 
 from .conftest import LOGIN_NODES
 
@@ -18,15 +19,6 @@ SV_PID = re.compile(r"^run: \S+: \(pid (\d+)\)")
 
 def started_at(container) -> datetime:
     return datetime.fromisoformat(container.attrs["State"]["StartedAt"][:26].rstrip("Z") + "+00:00")
-
-
-def wait_for(predicate, timeout: float, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 def test_no_service_is_restarted_over_and_over(cluster, node):
@@ -53,9 +45,11 @@ def test_a_killed_daemon_comes_back(cluster, service):
     before = service_pid(host, service)
     assert before
     host.run(f"kill -9 {before}")
-    after = wait_for(lambda: (pid := service_pid(host, service)) != before and pid, 10)
-    assert after and after != before
-    assert wait_for(lambda: host.run("/usr/local/sbin/aitestbed-node-health").rc == 0, 15)
+    after = wait_for(lambda: (pid := service_pid(host, service)) != before and pid, 10, 0.2,
+                     f"runit to start {service} again")
+    assert after != before
+    wait_for(lambda: host.run("/usr/local/sbin/aitestbed-node-health").rc == 0, 15, 0.5,
+             "the node to be healthy again")
 
 
 def test_logger_reaches_the_node_s_syslog(cluster):
@@ -63,7 +57,8 @@ def test_logger_reaches_the_node_s_syslog(cluster):
     mark = f"first-minutes-{time.time_ns()}"
     result = cluster.ssh("gc-login-01", f"logger -t exercise {mark}")
     assert result.returncode == 0, result.stderr
-    assert wait_for(lambda: mark in host.run("cat /var/log/syslog.d/current").stdout, 10)
+    wait_for(lambda: mark in host.run("cat /var/log/syslog.d/current").stdout, 10, 0.2,
+             "the message in /var/log/syslog.d/current")
 
 
 def test_after_aitestbed_login_every_readme_login_goes_through(cluster):
