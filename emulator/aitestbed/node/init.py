@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from aitestbed.node import homes
 from aitestbed.node.config import (
     ACCESS_CONF,
     ACCOUNTS,
@@ -100,25 +101,9 @@ def ensure_project_dir(project: dict) -> None:
 
 
 def ensure_home(user: dict) -> None:
-    """Home 0700 on the shared /home, with the keys for hops inside the cluster."""
-    home = Path("/home") / user["name"]
-    uid, gid = user["uid"], user["gid"]
-    home.mkdir(mode=0o700, exist_ok=True)
-    os.chown(home, uid, gid)
-    home.chmod(0o700)
-    ssh = home / ".ssh"
-    ssh.mkdir(mode=0o700, exist_ok=True)
-    os.chown(ssh, uid, gid)
-    keys = CLUSTER_DIR / "users" / user["name"]
-    for name, mode in (("id_ed25519", 0o600), ("id_ed25519.pub", 0o644)):
-        if not (ssh / name).exists():  # never replace a key the user put there
-            install_file(keys / name, ssh / name, mode, uid, gid)
-    authorized = ssh / "authorized_keys"
-    present = authorized.read_text().splitlines() if authorized.exists() else []
-    missing = [k for k in user["authorized_keys"] if k not in present]
-    if missing or not authorized.exists():
-        install_file("".join(f"{line}\n" for line in present + missing), authorized, 0o600,
-                     uid, gid)
+    """The user's home with the cluster's hop key: created by root when missing, and
+    everything inside it done as the user (aitestbed.node.homes)."""
+    homes.ensure_home(user, homes.cluster_keys(CLUSTER_DIR / "users" / user["name"]))
 
 
 def configure_sshd(node: NodeConfig) -> None:
