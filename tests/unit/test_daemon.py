@@ -59,11 +59,13 @@ def http_server():
         server.server_close()
 
 
-def _request(port: int, method: str, path: str, body: bytes | None = None):
+def _request(port: int, method: str, path: str, body: bytes | None = None,
+             headers: dict | None = None):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request(method, path, body=body,
-                     headers={"Content-Type": "application/json"} if body is not None else {})
+        conn.request(method, path, body=body, headers={
+            **({"Content-Type": "application/json"} if body is not None else {}),
+            **(headers or {})})
         response = conn.getresponse()
         data = response.read()
         return response.status, response.getheader("Content-Type"), data
@@ -90,13 +92,16 @@ def test_the_vipu_server_answers_a_bad_body_as_before(http_server, tmp_path):
     gres = tmp_path / "gres.conf"
     gres.write_text("NodeName=gc-poplar-01 Name=ipu Count=16\n")
     server = http_server(VipuServer(("127.0.0.1", 0), Pod.from_files(gres), tmp_path))
-    status, _, data = _request(server.server_address[1], "PUT", "/api/v1/partitions/p", b"{x")
+    admin = {"Authorization": f"Bearer {server.token}"}
+    status, _, data = _request(server.server_address[1], "PUT", "/api/v1/partitions/p", b"{x",
+                               admin)
     assert status == 400
     assert json.loads(data) == {"error": 'expected {"hosts": {host: count}}'}
     status, _, _ = _request(server.server_address[1], "PUT", "/api/v1/partitions/p",
-                            b'{"hosts": {"gc-poplar-01": 2}}')
+                            b'{"hosts": {"gc-poplar-01": 2}}', admin)
     assert status == 201
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gres.conf", "partitions.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["admin.token", "gres.conf",
+                                                         "partitions.json"]
 
 
 def test_snd_answers_a_bad_body_as_before(http_server, tmp_path):

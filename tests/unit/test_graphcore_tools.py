@@ -198,7 +198,7 @@ def vipu(tmp_path, monkeypatch):
     monkeypatch.setenv("IPUOF_VIPU_API_HOST", "127.0.0.1")
     monkeypatch.setenv("IPUOF_VIPU_API_PORT", str(server.server_address[1]))
     monkeypatch.delenv("IPUOF_VIPU_API_PARTITION_ID", raising=False)
-    yield VipuClient(host="127.0.0.1", port=server.server_address[1])
+    yield VipuClient(host="127.0.0.1", port=server.server_address[1], token=server.token)
     server.shutdown()
     server.server_close()
 

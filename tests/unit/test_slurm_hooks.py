@@ -39,10 +39,11 @@ def test_the_vipu_prolog_reclaims_ipus_of_a_job_that_is_over(monkeypatch, tmp_pa
     gres.write_text("NodeName=gc-poplar-02 Name=ipu Count=16\n")
     server = VipuServer(("127.0.0.1", 0), Pod.from_files(gres), tmp_path)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = VipuClient(host="127.0.0.1", port=server.server_address[1])
+    client = VipuClient(host="127.0.0.1", port=server.server_address[1], token=server.token)
     try:
-        client.create_partition("slurm_1", {"gc-poplar-02": 16}, job_id="1")  # job 1 is over
-        monkeypatch.setattr(vipu_hooks, "VipuClient", lambda host: client)
+        client.create_partition("slurm_1", {"gc-poplar-02": 12}, job_id="1")  # job 1 is over
+        client.create_partition("hog", {"gc-poplar-02": 4})  # no job at all
+        monkeypatch.setattr(vipu_hooks.VipuClient, "admin", lambda host: client)
         monkeypatch.setattr(vipu_hooks, "hook_settings", lambda: {"vipu_server": "vipu"})
         monkeypatch.setattr(vipu_hooks, "job_gres", lambda job: {"gc-poplar-02": {"ipu": 4}})
         monkeypatch.setattr(vipu_hooks, "active_job_ids", lambda: {"2"})  # only job 2 is active

@@ -43,7 +43,7 @@ def server(tmp_path):
         srv = VipuServer(("127.0.0.1", 0), Pod.from_files(gres), tmp_path)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         servers.append(srv)
-        return VipuClient(host="127.0.0.1", port=srv.server_address[1])
+        return VipuClient(host="127.0.0.1", port=srv.server_address[1], token=srv.token)
 
     yield start
     for srv in servers:
@@ -74,3 +74,23 @@ def test_partitions_survive_a_server_restart(server):
 def test_an_unreachable_server_is_a_clear_error():
     with pytest.raises(VipuError, match="V-IPU server 127.0.0.1:1 does not answer"):
         VipuClient(host="127.0.0.1", port=1, timeout=2).ping()
+
+
+def test_only_the_administrator_changes_partitions(server, tmp_path):
+    """B12/B13: a user on a login node (no token, or a wrong one) can neither remove a
+    job's partition nor take the POD's IPUs; the token is readable by root only here."""
+    admin = server()
+    admin.create_partition("slurm_23", {"gc-poplar-02": 4}, job_id="23", user="bob")
+    for token in (None, "0" * 64, ""):
+        user = VipuClient(host=admin.host, port=admin.port, token=token)
+        with pytest.raises(VipuError, match="only Slurm's prolog and epilog") as err:
+            user.remove_partition("slurm_23")
+        assert err.value.status == 403
+        with pytest.raises(VipuError) as err:
+            user.create_partition("hog", {"gc-poplar-01": 16, "gc-poplar-02": 12})
+        assert err.value.status == 403
+        assert user.partition("slurm_23")["user"] == "bob"  # reading is open, as before
+    assert [p["name"] for p in admin.partitions()] == ["slurm_23"]
+    token_file = tmp_path / "admin.token"
+    assert token_file.stat().st_mode & 0o777 == 0o640
+    assert VipuClient.admin(admin.host, str(token_file)).token == admin.token

@@ -33,7 +33,7 @@ def vipu_prolog() -> None:
     counts = {node: gres["ipu"] for node, gres in job_gres(job_id).items() if gres.get("ipu")}
     if not counts:
         return
-    client = VipuClient(host=hook_settings()["vipu_server"])
+    client = VipuClient.admin(hook_settings()["vipu_server"])
     deadline = time.monotonic() + RELEASE_WAIT_S
     while True:
         try:
@@ -47,10 +47,11 @@ def vipu_prolog() -> None:
 
 
 def remove_stale_partitions(client: VipuClient) -> None:
-    """Partitions whose job is over (an epilog that never ran: a controller crash)."""
+    """Partitions whose job is over (an epilog that never ran: a controller crash), and
+    any that belongs to no job (only a job's prolog makes partitions)."""
     active = active_job_ids()
     for partition in client.partitions():
-        if partition["job_id"] and partition["job_id"] not in active:
+        if partition["job_id"] not in active:
             try:
                 client.remove_partition(partition["name"])
             except VipuError as err:
@@ -61,7 +62,7 @@ def remove_stale_partitions(client: VipuClient) -> None:
 def vipu_epilog() -> None:
     job_id, _ = current_job()
     try:
-        VipuClient(host=hook_settings()["vipu_server"]).remove_partition(partition_name(job_id))
+        VipuClient.admin(hook_settings()["vipu_server"]).remove_partition(partition_name(job_id))
     except VipuError as err:
         if err.status != 404:  # a job without IPUs has no partition
             raise

@@ -9,6 +9,8 @@ import urllib.error
 import urllib.request
 
 DEFAULT_PORT = 8090
+# On the controller: the server's state directory (roles/vipu_server) and its token.
+ADMIN_TOKEN = "/var/lib/vipu/admin.token"
 
 
 class VipuError(RuntimeError):
@@ -18,16 +20,27 @@ class VipuError(RuntimeError):
 
 
 class VipuClient:
-    def __init__(self, host: str | None = None, port: int | None = None, timeout: float = 10):
+    def __init__(self, host: str | None = None, port: int | None = None, timeout: float = 10,
+                 token: str | None = None):
         self.host = host or os.environ.get("IPUOF_VIPU_API_HOST", "vipu")
         self.port = int(port or os.environ.get("IPUOF_VIPU_API_PORT", DEFAULT_PORT))
         self.timeout = timeout
+        self.token = token  # the administrator's: only Slurm's hooks change partitions
+
+    @classmethod
+    def admin(cls, host: str, token_file: str = ADMIN_TOKEN) -> VipuClient:
+        """The controller's client (Slurm's prolog and epilog), with the server's token."""
+        with open(token_file) as source:
+            return cls(host=host, token=source.read().strip())
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
         data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(
             f"http://{self.host}:{self.port}/api/v1{path}", data=data, method=method,
-            headers={"Content-Type": "application/json"})
+            headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
                 return json.loads(response.read() or b"{}")

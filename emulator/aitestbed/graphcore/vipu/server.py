@@ -8,12 +8,21 @@
   DELETE /api/v1/partitions/NAME
 Partitions are saved to the state directory on every change, so a restart of
 the server (or of its host) keeps the partitions of running jobs.
+
+Only Slurm's PrologSlurmctld and EpilogSlurmctld change partitions, as at ALCF:
+PUT and DELETE need the administrator's token (`Authorization: Bearer ...`), which
+the server keeps in its state directory readable by root and SlurmUser only
+(admin.token, made at its first start). Users' tools only read.
 """
 
 from __future__ import annotations
 
 import argparse
+import grp
+import hmac
 import json
+import os
+import secrets
 import threading
 from dataclasses import asdict
 from http.server import ThreadingHTTPServer
@@ -23,6 +32,25 @@ from aitestbed.graphcore.vipu.pod import Pod, PodError
 from aitestbed.node.daemon import JsonHandler, save_json
 
 API = "/api/v1"
+TOKEN_FILE = "admin.token"
+FORBIDDEN = "only Slurm's prolog and epilog (the controller's SlurmUser) may change partitions"
+
+
+def admin_token(state_dir: Path, group: str = "slurm") -> str:
+    """The administrator's token: made once, readable by root and `group` only."""
+    path = state_dir / TOKEN_FILE
+    if not path.is_file():
+        staged = path.with_suffix(".new")
+        with os.fdopen(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(secrets.token_hex(32) + "\n")
+        if os.geteuid() == 0:
+            try:
+                os.chown(staged, 0, grp.getgrnam(group).gr_gid)
+            except KeyError:  # no such group here: root only
+                pass
+        os.chmod(staged, 0o640)
+        os.replace(staged, path)
+    return path.read_text().strip()
 
 
 class VipuServer(ThreadingHTTPServer):
@@ -31,6 +59,7 @@ class VipuServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], pod: Pod, state_dir: Path):
         super().__init__(address, _Handler)
         self.pod = pod
+        self.token = admin_token(state_dir)
         self.lock = threading.Lock()
         self.state_file = state_dir / "partitions.json"
         if self.state_file.is_file():
@@ -61,8 +90,17 @@ class _Handler(JsonHandler):
                 return self.reply(200, asdict(pod.partitions[name]))
         self.reply(404, {"error": f"not found: {self.path}"})
 
+    def _authorized(self) -> bool:
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        if scheme == "Bearer" and hmac.compare_digest(token.encode(), self.server.token.encode()):
+            return True
+        self.reply(403, {"error": FORBIDDEN})
+        return False
+
     def do_PUT(self) -> None:  # noqa: N802
         name = self._partition_name()
+        if not self._authorized():
+            return None
         try:
             body = self.read_json()
             counts = {str(h): int(c) for h, c in body["hosts"].items()}
@@ -81,6 +119,8 @@ class _Handler(JsonHandler):
 
     def do_DELETE(self) -> None:  # noqa: N802
         name = self._partition_name()
+        if not self._authorized():
+            return None
         with self.server.lock:
             try:
                 self.server.pod.remove(name or "")
