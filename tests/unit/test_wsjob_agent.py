@@ -8,6 +8,7 @@ import pwd
 import sys
 import tarfile
 import time
+from pathlib import Path
 
 import pytest
 from aitestbed.cerebras import agent as agent_module
@@ -278,3 +279,89 @@ def test_only_the_owner_is_granted_the_logs(make_agent, tmp_path):
     agent.reconcile()
     settle(agent, "wsjob-mine")
     assert agent.api.readers == {"wsjob-mine-logs": "owner"}
+
+
+EVIL_MODULE = """
+import os
+HERE = os.path.dirname(os.getcwd())
+for name in ("result.json", "workload.log", "request.json"):
+    path = os.path.join(HERE, name)
+    for how in ("symlink", "hardlink"):
+        try:
+            if how == "symlink":
+                os.symlink({secret!r}, "swap")
+                os.replace("swap", path)
+            else:
+                os.link({secret!r}, path + ".new")
+                os.replace(path + ".new", path)
+            print("SWAP", name, how, "done", flush=True)
+        except OSError as err:
+            print("SWAP", name, how, "refused", type(err).__name__, flush=True)
+        finally:
+            if os.path.lexists("swap"):
+                os.remove("swap")
+
+
+def flow(params, **functions):
+    return None
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the workload as another user: needs root")
+def test_the_real_worker_run_as_the_service_user_cannot_swap_the_agents_files():
+    """B21 from inside: the user's own code, imported by cerebras_pytorch's worker as the
+    service user (`nobody` here), replaces result.json, workload.log and request.json with
+    links to a root-only secret. Every swap is refused; nothing secret is exported."""
+    import shutil
+    import tempfile
+
+    import aitestbed
+    from cerebras_pytorch.appliance import channel
+
+    root = Path(tempfile.mkdtemp(prefix="wsjob-b21-", dir="/tmp"))
+    try:
+        root.chmod(0o755)
+        service = pwd.getpwnam("nobody")
+        secret = root / "admin.key"
+        secret.write_text("-----BEGIN PRIVATE KEY----- root only")
+        secret.chmod(0o600)
+        (root / "workdir" / "job-operator").mkdir(parents=True)
+        (root / "compile").mkdir()
+        os.chown(root / "compile", service.pw_uid, service.pw_gid)
+        package = root / "evilpkg"
+        package.mkdir(mode=0o755)
+        (package / "evilmod.py").write_text(EVIL_MODULE.format(secret=str(secret)))
+        (package / "evilmod.py").chmod(0o644)
+        python = root / "python"
+        emulator = Path(aitestbed.__file__).resolve().parents[1]
+        python.write_text(f"#!/bin/sh\nPYTHONPATH={emulator} exec {sys.executable} \"$@\"\n")
+        python.chmod(0o755)
+
+        token = "owners-secret"
+        request = {"release": "2.1.1", "python_paths": [str(package)],
+                   "mount_dirs": [str(package)],
+                   "program": {"flow": "evilmod:flow", "functions": {"model_fn": "evilmod:flow"},
+                               "params": {}}}
+        made = wsjob.build("compile", request, "mallory", 1, 1, token=token)
+        name = made["metadata"]["name"]
+        made["status"] = {"phase": wsjob.SCHEDULED, "node": "cer-cs2-01"}
+        agent = agent_module.Agent.__new__(agent_module.Agent)
+        agent.node, agent.api = "cer-cs2-01", FakeApi([made])
+        agent.service_user, agent.pythons = service, {"2.1.1": str(python)}
+        agent.workloads, agent.workdir_root = {}, str(root / "workdir")
+        original = wsjob.COMPILE_ROOT
+        wsjob.COMPILE_ROOT = str(root / "compile")
+        try:
+            agent.reconcile()
+        finally:
+            wsjob.COMPILE_ROOT = original
+        port = int(agent.api.jobs[name]["status"]["ingress"].rpartition(":")[2])
+        assert list(channel.connect("127.0.0.1", port, 30, token))[-1]["type"] == "error"
+        settle(agent, name, timeout=30)
+        contents = tar_contents(agent.api.config_maps[f"{name}-logs"][f"{name}.tar.gz"])
+        swaps = [line for line in contents.decode().splitlines() if line.startswith("SWAP ")]
+        assert len(swaps) == 6 and all(" refused " in line for line in swaps), swaps
+        assert b"PRIVATE KEY" not in contents
+        assert secret.read_text() == "-----BEGIN PRIVATE KEY----- root only"
+    finally:
+        shutil.rmtree(root)
