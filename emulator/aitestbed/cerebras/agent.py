@@ -189,14 +189,16 @@ class Agent:
                         "of the secret its client streams with): submit it with the "
                         "cluster's cerebras_pytorch")
             return
-        workdir = self.jobdir(name)
+        workdir = None
         try:
+            workdir = self.jobdir(name)
             workdir.create()
             workdir.write("request.json", spec["request"])
             workdir.write("result.json", "", for_service=True)
             out = workdir.open_write("workload.log", append=True)
         except (UnsafeWorkdir, OSError) as err:
-            workdir.close()
+            if workdir is not None:
+                workdir.close()
             self.finish(name, wsjob.FAILED, f"the appliance cannot prepare the job's work "
                         f"dir: {err}")
             return
