@@ -232,11 +232,13 @@ def owner_release(cluster):
 def sniffed_run(cluster, attacker, owner_release):
     """The guide's fc_mnist as the owner; meanwhile mallory connects to its ingress as the
     review's sniff.py did (first RUNNING job, as fast as she can, three ways)."""
+    before = {j["metadata"]["name"] for j in csctl_jobs(cluster, "-l", "name=victim")}
     start_run(cluster, "victim", scale=0.3)
     sniffed = attack(cluster, "sniff", cluster.user, "victim", "240", timeout=400)
     wait_for(lambda: "Training completed successfully!" in run_log(cluster, "victim")
              or "failed due to" in run_log(cluster, "victim"), 400, "the owner's run to end")
-    return sniffed
+    return {**sniffed, "jobs": [j["metadata"]["name"] for j in csctl_jobs(
+        cluster, "-l", "name=victim") if j["metadata"]["name"] not in before]}
 
 
 def test_b23_another_users_client_gets_nothing_from_the_ingress(sniffed_run):
@@ -258,9 +260,10 @@ def test_the_owners_run_succeeds_with_its_checkpoint(cluster, sniffed_run):
 
 
 def test_b11_another_users_logs_are_refused(cluster, attacker, sniffed_run):
-    names = [j["metadata"]["name"] for j in csctl_jobs(cluster, "-l", "name=victim")
-             if (j.get("status") or {}).get("phase") in FINISHED]
-    assert names
+    names = sniffed_run["jobs"]  # the owner's compile and execute jobs of this run
+    assert len(names) == 2, sniffed_run
+    wait_for(lambda: all(job["status"].get("phase") in FINISHED for job in csctl_jobs(
+        cluster, "-l", "name=victim") if job["metadata"]["name"] in names), 60, "both to end")
     for name in names:
         as_attacker(cluster, "rm -rf /tmp/steal")
         rc, out = as_attacker(cluster, f"csctl log-export {name} -p /tmp/steal")

@@ -119,6 +119,7 @@ class JobDir:
         finally:
             os.close(parent)
         fd = self.fd()
+        os.fchmod(fd, 0o755)  # whatever the agent's umask: the workload reads its request
         try:
             os.mkdir(WORK, 0o700, dir_fd=fd)
         except FileExistsError:
@@ -149,6 +150,7 @@ class JobDir:
             raise UnsafeWorkdir(f"{self.path / file}: {err.strerror}") from None
         try:
             self._check_file(fd, file)
+            os.fchmod(fd, 0o644)
             os.set_blocking(fd, True)
             if for_service and os.geteuid() == 0:
                 os.fchown(fd, self.service_uid, self.service_gid)
