@@ -225,3 +225,22 @@ def test_a_forbidden_logs_read_is_retried_while_the_grant_propagates(as_user, mo
     monkeypatch.setattr(csctl.time, "sleep", lambda s: None)
     as_user("bob", api)
     assert csctl.main(["log-export", "wsjob-bobjob1", "-p", str(tmp_path)]) == 0
+
+
+def test_a3c_a_compile_whose_management_node_restarts_ends_with_the_jobs_own_message(
+        monkeypatch):
+    """The stream is reset and the API refuses connections for a few calls: the client
+    waits for the server and reports the job's end, not a traceback of Unreachable."""
+    api = FlakyApi(ended("FAILED", "the workload ended without a result (see the job's "
+                                   "logs)"), down=4)
+    runner = runner_with(api, monkeypatch)
+
+    def reset(*args, **kwargs):
+        raise ConnectionResetError(104, "Connection reset by peer")
+        yield  # a generator, as channel.connect is
+
+    monkeypatch.setattr(kubernetes_runner.channel, "connect", reset)
+    with pytest.raises(errors.ApplianceUnknownError,
+                       match="failed due to: the workload ended without a result"):
+        runner._relay("wsjob-a3c", "cer-mgmt-01", 1, "secret", lambda m: None)
+    assert api.calls == 5

@@ -183,12 +183,14 @@ class KubernetesJobRunner:
         self._failed(name, message or "the workload ended without a result")
 
     def _final_job(self, name: str) -> dict:
+        """The job once it has ended, or as it is 10 s after the server first answers
+        (after a restart of cer-mgmt-01 its agent needs a moment to settle the job)."""
+        job = self._get_job(name)
         deadline = time.monotonic() + 10
-        while True:
-            job = self._get_job(name)
-            if wsjob.phase(job) in wsjob.FINISHED or time.monotonic() >= deadline:
-                return job
+        while wsjob.phase(job) not in wsjob.FINISHED and time.monotonic() < deadline:
             time.sleep(POLL_SECONDS)
+            job = self._get_job(name)
+        return job
 
     def _final_status(self, name: str) -> dict:
         return self._final_job(name).get("status") or {}
