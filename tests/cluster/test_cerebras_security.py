@@ -13,6 +13,7 @@ import hashlib
 import json
 import shlex
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -148,9 +149,11 @@ def test_b20_a_job_with_a_workdir_of_her_choosing_is_refused(cluster, attacker, 
                                    f"&& ln -sfn {ADMIN_KEY} ~/evil/result.json "
                                    f"&& ln -sfn {MUNGE_KEY} ~/evil/workload.log")
     assert rc == 0, out
-    for name, workdir in (("wsjob-probeattack1", f"/home/{ATTACKER}/evil"),
-                          ("wsjob-probeattack1b", f"/home/{cluster.user}"),
-                          ("wsjob-probeattack1c", f"{WORKDIRS}/wsjob-probeattack1c/../../../..")):
+    tag = uuid.uuid4().hex[:8]
+    for name, workdir in ((f"wsjob-probeattack1{tag}", f"/home/{ATTACKER}/evil"),
+                          (f"wsjob-probeattack1b{tag}", f"/home/{cluster.user}"),
+                          (f"wsjob-probeattack1c{tag}",
+                           f"{WORKDIRS}/wsjob-probeattack1c{tag}/../../../..")):
         result = attack(cluster, "create", name, workdir)
         assert result["created"] is False and result["status"] == 403, result
         assert f"spec.workdir must be {WORKDIRS}/{name}" in result["message"]
@@ -161,7 +164,7 @@ def test_b20_a_job_with_a_workdir_of_her_choosing_is_refused(cluster, attacker, 
 def test_b20_b21_the_agent_never_uses_spec_workdir(cluster, attacker, canary, secrets_sha256):
     """Staff (not bound by the admission policy) let such a job through: the agent runs it in
     the work dir it derives from the name; the links are neither written nor read."""
-    name, token = "wsjob-probeattack2", "a-token-mallory-knows"
+    name, token = f"wsjob-probeattack2{uuid.uuid4().hex[:8]}", "a-token-mallory-knows"
     manifest = json.dumps({
         "apiVersion": "jobs.cerebras.com/v1", "kind": "WSJob",
         "metadata": {"name": name, "namespace": "job-operator"},
@@ -198,7 +201,7 @@ def test_b21_the_workload_cannot_swap_what_the_agent_reads_for_links(cluster, at
                                    f"&& echo {module} | base64 -d > ~/evilpkg/evilmod.py "
                                    "&& chmod a+r ~/evilpkg/evilmod.py")
     assert rc == 0, out
-    name = "wsjob-probeattack3"
+    name = f"wsjob-probeattack3{uuid.uuid4().hex[:8]}"
     request = json.dumps({
         "release": "2.1.1", "num_csx": 1, "compile_dir": ATTACKER,
         "python_paths": [f"/home/{ATTACKER}/evilpkg"], "mount_dirs": [f"/home/{ATTACKER}"],

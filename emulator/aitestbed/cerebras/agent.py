@@ -195,7 +195,7 @@ class Agent:
             workdir.create()
             workdir.write("request.json", spec["request"])
             workdir.write("result.json", "", for_service=True)
-            out = workdir.open_write("workload.log", append=True)
+            out = workdir.open_write("workload.log")  # a new job: nothing of a namesake
         except (UnsafeWorkdir, OSError) as err:
             if workdir is not None:
                 workdir.close()
