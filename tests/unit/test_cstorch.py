@@ -12,6 +12,7 @@ import threading
 import cerebras_pytorch as cstorch
 import pytest
 import torch
+from aitestbed.cerebras import wsjob
 from cerebras_pytorch.appliance import channel, errors, local, program, runner
 
 pytestmark = pytest.mark.unit
@@ -178,11 +179,11 @@ def test_get_runner_reads_the_environment(monkeypatch):
 
 
 def test_channel_queues_until_the_client_connects_and_drains_on_close():
-    server = channel.ChannelServer(0, host="127.0.0.1")
+    server = channel.ChannelServer(0, wsjob.token_hash("s3cret"), host="127.0.0.1")
     server.send({"type": "log", "message": "early"})
     received = []
     reader = threading.Thread(target=lambda: received.extend(
-        channel.connect("127.0.0.1", server.port, timeout=10)))
+        channel.connect("127.0.0.1", server.port, 10, "s3cret")))
     reader.start()
     server.send({"type": "log", "message": "late"})
     assert server.close(timeout=10)
@@ -192,7 +193,7 @@ def test_channel_queues_until_the_client_connects_and_drains_on_close():
 
 def test_channel_connect_gives_up():
     with pytest.raises(ConnectionError):
-        next(channel.connect("127.0.0.1", 1, timeout=0.2))
+        next(channel.connect("127.0.0.1", 1, 0.2, "s3cret"))
 
 
 def test_callables_must_be_importable_by_name():

@@ -6,6 +6,11 @@ appliance worker, started in a session of its own as the appliance's service
 user, in the job's work dir on /n1, with its ingress (the TCP port the client
 streams from) written to the job's status.
 
+The agent runs as root and the workload runs users' code, so the work dir is
+derived from the job's name (never spec.workdir, which users write) and handled
+without following links (aitestbed.cerebras.jobdir). An ended job's logs go to a
+ConfigMap that only its owner may read: a Role and RoleBinding per job grant it.
+
 Level-triggered and restartable: the worker's PID (with its start time) and
 result are files in the work dir, so a restarted agent adopts the workloads
 still running and settles the ones that ended while it was away; nothing is
@@ -32,13 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aitestbed.cerebras import config, wsjob
-from aitestbed.cerebras.kubeapi import ApiError, Credentials, KubeApi, Unreachable
+from aitestbed.cerebras.jobdir import JobDir, UnsafeWorkdir
+from aitestbed.cerebras.kubeapi import NAMESPACE, ApiError, Credentials, KubeApi, Unreachable
 from aitestbed.node.processes import process_alive, process_start_ticks
 
 TICK_SECONDS = 0.5
 KILL_GRACE_SECONDS = 1.0
 LOG_FILES = ("workload.log", "request.json", "result.json")
 LOG_EXPORT_LIMIT = 700 * 1024  # a ConfigMap holds at most 1 MiB
+RESULT_LIMIT = 1024 * 1024
+NO_RESULT = "the workload ended without a result (see the job's logs)"
 
 
 def log(message: str) -> None:
@@ -50,7 +58,8 @@ class Workload:
     name: str
     pid: int
     start_ticks: int
-    workdir: Path
+    workdir: JobDir
+    owner: str = ""
     process: subprocess.Popen | None = None  # None when adopted after a restart
 
     def alive(self) -> bool:
@@ -72,31 +81,40 @@ class Workload:
 
     def result(self) -> tuple[bool, str]:
         try:
-            data = json.loads((self.workdir / "result.json").read_text())
+            data = json.loads(self.workdir.read("result.json", RESULT_LIMIT) or b"")
             return bool(data.get("ok")), str(data.get("message", ""))
-        except (OSError, ValueError):
-            return False, "the workload ended without a result (see the job's logs)"
+        except UnsafeWorkdir as err:
+            log(f"{self.name}: result not read: {err}")
+            return False, NO_RESULT
+        except (OSError, ValueError, AttributeError):
+            return False, NO_RESULT
 
 
-def logs_archive(name: str, workdir: Path, limit: int = LOG_EXPORT_LIMIT) -> bytes:
-    """A .tar.gz of the job's logs for csctl log-export; a huge log keeps its end."""
-    keep = None
+def logs_archive(name: str, workdir: JobDir, limit: int = LOG_EXPORT_LIMIT) -> bytes:
+    """A .tar.gz of the job's logs for csctl log-export; a huge log keeps its end.
+
+    Only the files the agent made are read, never through a link (jobdir.JobDir)."""
+    keep = limit
     while True:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
             for file in LOG_FILES:
-                path = workdir / file
-                if not path.is_file():
-                    continue
-                data = path.read_bytes()
-                if keep is not None and len(data) > keep:
-                    data = b"[... earlier output cut ...]\n" + data[-keep:]
+                try:
+                    found = workdir.tail(file, keep)
+                    if found is None:
+                        continue
+                    mtime = workdir.mtime(file)
+                except (UnsafeWorkdir, OSError) as err:
+                    found, mtime = (f"[not exported: {err}]\n".encode(), 0), 0
+                data, size = found
+                if size > len(data):
+                    data = b"[... earlier output cut ...]\n" + data
                 info = tarfile.TarInfo(f"{name}/{file}")
-                info.size, info.mtime, info.mode = len(data), int(path.stat().st_mtime), 0o644
+                info.size, info.mtime, info.mode = len(data), mtime, 0o644
                 archive.addfile(info, io.BytesIO(data))
         if len(buffer.getvalue()) <= limit:
             return buffer.getvalue()
-        keep = limit if keep is None else keep // 2
+        keep //= 2
 
 
 def free_port() -> int:
@@ -110,6 +128,7 @@ class Agent:
         self.credentials, self.node = credentials, node
         self.api = KubeApi(credentials)
         self.service_user = pwd.getpwnam(settings.get("service_user", "wsjob"))
+        self.workdir_root = settings.get("workdir_root", wsjob.WORKDIR_ROOT)
         self.pythons: dict[str, str] = settings["appliance_python"]  # release -> interpreter
         self.workloads: dict[str, Workload] = {}
         self.wake = threading.Event()
@@ -136,7 +155,7 @@ class Agent:
                     self.workloads.pop(name, None)
                     self.finish(name, wsjob.CANCELLED,
                                 job["spec"].get("cancelReason") or "canceled by user",
-                                workload.workdir)
+                                workload.workdir, wsjob.owner(job))
         self.settle()
 
     def settle(self) -> None:
@@ -148,9 +167,15 @@ class Agent:
                 workload.process.wait()
             ok, message = workload.result()
             self.workloads.pop(name)
-            self.finish(name, wsjob.SUCCEEDED if ok else wsjob.FAILED, message, workload.workdir)
+            self.finish(name, wsjob.SUCCEEDED if ok else wsjob.FAILED, message,
+                        workload.workdir, workload.owner)
 
     # transitions --------------------------------------------------------------
+    def jobdir(self, name: str) -> JobDir:
+        """The job's work dir: WORKDIR_ROOT/<namespace>/<name>; spec.workdir is not read."""
+        return JobDir(self.workdir_root, NAMESPACE, name, self.service_user.pw_uid,
+                      self.service_user.pw_gid)
+
     def start(self, job: dict) -> None:
         name, spec = job["metadata"]["name"], job["spec"]
         python = self.pythons.get(spec.get("release", ""))
@@ -158,30 +183,49 @@ class Agent:
             self.finish(name, wsjob.FAILED, f"release {spec.get('release')!r} is not "
                         "installed on the appliance")
             return
-        workdir = Path(spec["workdir"])
-        workdir.mkdir(parents=True, exist_ok=True)
-        os.chown(workdir, self.service_user.pw_uid, self.service_user.pw_gid)
-        request = workdir / "request.json"
-        request.write_text(spec["request"])
+        token_hash = str(spec.get(wsjob.TOKEN_FIELD) or "")
+        if not wsjob.TOKEN_HASH.match(token_hash):
+            self.finish(name, wsjob.FAILED, f"the job has no {wsjob.TOKEN_FIELD} (the hash "
+                        "of the secret its client streams with): submit it with the "
+                        "cluster's cerebras_pytorch")
+            return
+        workdir = None
+        try:
+            workdir = self.jobdir(name)
+            workdir.create()
+            workdir.write("request.json", spec["request"])
+            workdir.write("result.json", "", for_service=True)
+            out = workdir.open_write("workload.log")  # a new job: nothing of a namesake
+        except (UnsafeWorkdir, OSError) as err:
+            if workdir is not None:
+                workdir.close()
+            self.finish(name, wsjob.FAILED, f"the appliance cannot prepare the job's work "
+                        f"dir: {err}")
+            return
         port = free_port()
         systems = (job.get("status") or {}).get("systems") or []
         argv = [python, "-m", "cerebras_pytorch.appliance.worker",
-                "--job-type", spec["jobType"], "--request", str(request),
+                "--job-type", spec["jobType"], "--request", str(workdir.path / "request.json"),
                 "--port", str(port), "--compile-root", wsjob.COMPILE_ROOT,
-                "--result", str(workdir / "result.json")]
+                "--result", str(workdir.path / "result.json"),
+                "--client-token-sha256", token_hash]
         if systems:
             argv += ["--systems", ",".join(systems)]
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "LANG": "C.UTF-8",
+        work = workdir.path / "work"
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8",
                "USER": self.service_user.pw_name,
                "AITESTBED_TIME_SCALE": str(spec.get("timeScale", "0"))}
-        with open(workdir / "workload.log", "ab") as out:
-            process = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+        try:
+            process = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=subprocess.STDOUT,
                                        start_new_session=True, user=self.service_user.pw_uid,
                                        group=self.service_user.pw_gid, extra_groups=[])
+        finally:
+            os.close(out)
         ticks = process_start_ticks(process.pid) or 0
-        (workdir / "workload.pid").write_text(f"{process.pid} {ticks}\n")
-        self.workloads[name] = Workload(name, process.pid, ticks, workdir, process)
+        workdir.write("workload.pid", f"{process.pid} {ticks}\n")
+        self.workloads[name] = Workload(name, process.pid, ticks, workdir, wsjob.owner(job),
+                                        process)
         log(f"{name}: started {spec['jobType']} workload, pid {process.pid}, port {port}")
         try:
             self.api.patch_status(name, {"phase": wsjob.RUNNING, "startTime": wsjob.now(),
@@ -194,32 +238,41 @@ class Agent:
     def adopt(self, job: dict) -> Workload | None:
         """A RUNNING job of this node the agent does not know: it restarted meanwhile."""
         name = job["metadata"]["name"]
-        workdir = Path(job["spec"]["workdir"])
         try:
-            pid, ticks = (int(x) for x in (workdir / "workload.pid").read_text().split())
-        except (OSError, ValueError):
+            workdir = self.jobdir(name)
+            pid, ticks = (int(x) for x in (workdir.read("workload.pid", 100) or b"").split())
+        except (UnsafeWorkdir, OSError, ValueError):
             self.finish(name, wsjob.FAILED, "the appliance lost the workload")
             return None
-        workload = Workload(name, pid, ticks, workdir)
+        workload = Workload(name, pid, ticks, workdir, wsjob.owner(job))
         self.workloads[name] = workload
         log(f"{name}: adopted workload pid {pid}")
         return workload
 
-    def finish(self, name: str, phase: str, message: str, workdir: Path | None = None) -> None:
+    def finish(self, name: str, phase: str, message: str, workdir: JobDir | None = None,
+               owner: str = "") -> None:
         log(f"{name}: {phase} {message}".rstrip())
         if workdir is not None:
             try:
-                self.api.put_config_map(f"{name}-logs", {
-                    f"{name}.tar.gz": base64.b64encode(logs_archive(name, workdir)).decode()},
-                    {"wsjob": name})
+                self.keep_logs(name, owner, logs_archive(name, workdir))
             except ApiError as err:
                 log(f"{name}: could not keep the logs for log-export: {err}")
+            finally:
+                workdir.close()
         try:
             self.api.patch_status(name, {"phase": phase, "message": message,
                                          "completionTime": wsjob.now()})
         except ApiError as err:
             if err.status != 404:
                 raise
+
+    def keep_logs(self, name: str, owner: str, archive: bytes) -> None:
+        """The logs' ConfigMap, readable by the job's owner only (and the appliance)."""
+        config_map = wsjob.logs_config_map(name)
+        self.api.put_config_map(config_map, {
+            f"{name}.tar.gz": base64.b64encode(archive).decode()}, {"wsjob": name})
+        if owner:
+            self.api.grant_read(config_map, owner, {"wsjob": name})
 
     # loop ---------------------------------------------------------------------
     def watch(self) -> None:

@@ -12,6 +12,7 @@ import datetime
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 from aitestbed.cerebras import config, wsjob
@@ -21,6 +22,7 @@ VERSION = "2.1.1"
 DASHBOARD = ("https://grafana.cerebras1.lab.alcf.anl.gov/d/WebHNShVz/wsjob-dashboard"
              "?orgId=1&var-wsjob={name}&from={start}&to={end}")
 RECENT_SECONDS = 3600  # `get jobs` without -a also lists jobs that ended this recently
+LOGS_GRANT_SECONDS = 5.0
 TYPES = ["jobs"]
 USAGE = """Cerebras cluster command line tool.
 
@@ -194,15 +196,32 @@ def cmd_clear_worker_cache(api: KubeApi, args) -> None:
     print("Worker cache cleared successfully")
 
 
+def _logs_of(api: KubeApi, name: str, namespace: str) -> dict:
+    """The job's logs ConfigMap; its owner's permission to read it (a RoleBinding the
+    agent made as the job ended) may take a moment to reach the API server's cache."""
+    deadline = time.monotonic() + LOGS_GRANT_SECONDS
+    while True:
+        try:
+            return api.get_config_map(wsjob.logs_config_map(name), namespace)["binaryData"]
+        except ApiError as err:
+            if err.status == 403 and time.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
+            raise CsctlError(f"the cluster kept no logs for job {name}") from None
+        except KeyError:
+            raise CsctlError(f"the cluster kept no logs for job {name}") from None
+
+
 def cmd_log_export(api: KubeApi, args) -> None:
     job = api.get_job(args.name, args.namespace)
+    user = config.current_user()
+    if wsjob.owner(job) != user:
+        raise CsctlError(f"job {args.name} belongs to {wsjob.owner(job)}: only its owner may "
+                         "export its logs")
     if wsjob.phase(job) not in wsjob.FINISHED:
         raise CsctlError(f"job {args.name} is {wsjob.phase(job)}: its logs can be exported "
                          "once it has ended (they stream to the client meanwhile)")
-    try:
-        data = api.get_config_map(f"{args.name}-logs", args.namespace)["binaryData"]
-    except (ApiError, KeyError):
-        raise CsctlError(f"the cluster kept no logs for job {args.name}") from None
+    data = _logs_of(api, args.name, args.namespace)
     print(f"Gathering log data within cluster for {args.name}...")
     target = Path(args.path) / f"{args.name}.tar.gz"
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -127,7 +127,7 @@ class KubeApi:
         return self.request("PATCH", self.jobs_path(namespace, name, "status"), patch,
                             "application/merge-patch+json")
 
-    # the logs of ended jobs (csctl log-export) ----------------------------------
+    # the logs of ended jobs (csctl log-export): each readable by its job's owner -------
     def put_config_map(self, name: str, binary: dict[str, str], labels: dict[str, str],
                        namespace: str = NAMESPACE) -> None:
         body = {"apiVersion": "v1", "kind": "ConfigMap",
@@ -139,6 +139,33 @@ class KubeApi:
             if err.status != 409:
                 raise
             self.request("PUT", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body)
+
+    def _put(self, collection: str, body: dict) -> None:
+        """Create the object, or replace it if it exists."""
+        try:
+            self.request("POST", collection, body)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+            self.request("PUT", f"{collection}/{body['metadata']['name']}", body)
+
+    def grant_read(self, config_map: str, user: str, labels: dict[str, str],
+                   namespace: str = NAMESPACE) -> None:
+        """Let `user` (and nobody else RBAC does not already let) get one ConfigMap: a
+        Role and a RoleBinding of the same name."""
+        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+        metadata = {"name": config_map, "namespace": namespace, "labels": labels}
+        self._put(f"{rbac}/roles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                       "resourceNames": [config_map]}]})
+        self._put(f"{rbac}/rolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": config_map},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                          "name": user}]})
 
     def get_config_map(self, name: str, namespace: str = NAMESPACE) -> dict:
         return self.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")

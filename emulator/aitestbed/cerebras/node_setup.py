@@ -4,7 +4,9 @@ What it installs comes from the cluster's state directory (aitestbed.host.kube_p
   management node  /etc/kubernetes/pki (API server), admin/ and controller/
                    credentials, /root/.kube/config, /etc/cerebras/controller.json
   agent nodes      /etc/kubernetes/agent/
-  /n1 holders      /n1/wsjob/{workdir,compile_root}, owned by the service user
+  /n1 holders      /n1/wsjob and its workdir/<namespace> owned by root (the agent, root,
+                   makes each job's dir there: the workloads must not be able to
+                   swap it for a link), compile_root owned by the service user
   login nodes      /opt/cerebras/config_v2, each user's credentials in
                    /etc/cerebras/credentials/<user>/ (that user only), and pip's
                    configuration (the Cerebras wheels; PyPI is out of reach)
@@ -14,12 +16,14 @@ What it installs comes from the cluster's state directory (aitestbed.host.kube_p
 from __future__ import annotations
 
 import json
+import os
 import pwd
 import shutil
 from pathlib import Path
 
 from aitestbed.cerebras.config import CREDENTIALS_ROOT, USERNODE_CONFIG
 from aitestbed.cerebras.kubeapi import NAMESPACE
+from aitestbed.cerebras.wsjob import COMPILE_ROOT, WORKDIR_ROOT
 from aitestbed.node.config import ACCOUNTS, CLUSTER_DIR, NODE_DIR, NodeConfig
 from aitestbed.node.init import install_file
 
@@ -77,12 +81,15 @@ def management_node(cluster: dict, own: Path) -> None:
 
 def appliance_dirs() -> None:
     service = pwd.getpwnam(SERVICE_USER)
-    for path in (Path("/n1/wsjob/workdir") / NAMESPACE, Path("/n1/wsjob/compile_root")):
+    workdirs, compiles = Path(WORKDIR_ROOT) / NAMESPACE, Path(COMPILE_ROOT)
+    for path in (workdirs, compiles):
         path.mkdir(parents=True, exist_ok=True)
-        for part in (path, *path.parents):
-            if part == Path("/n1"):
-                break
-            shutil.chown(part, service.pw_uid, service.pw_gid)
+    for part in (workdirs, workdirs.parent, workdirs.parent.parent):  # up to /n1/wsjob
+        if part.is_symlink() or not part.is_dir():
+            raise SystemExit(f"node-setup: {part} is not a directory")
+        os.chown(part, 0, 0, follow_symlinks=False)
+        part.chmod(0o755)
+    os.chown(compiles, service.pw_uid, service.pw_gid, follow_symlinks=False)
 
 
 def login_node(cluster: dict, accounts: dict) -> None:

@@ -12,7 +12,9 @@ no allocation table can drift from the jobs.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
+import re
 import secrets
 import string
 
@@ -26,6 +28,10 @@ HEARTBEAT_ANNOTATION = f"{GROUP}/heartbeat"
 WORKDIR_ROOT = "/n1/wsjob/workdir"
 COMPILE_ROOT = "/n1/wsjob/compile_root"
 _ALPHABET = string.ascii_lowercase + string.digits
+# The client keeps a random secret for the job's stream and puts only its hash in
+# the spec (every user may read specs): the worker streams to whoever presents it.
+TOKEN_FIELD = "ingressTokenSha256"
+TOKEN_HASH = re.compile(r"^[0-9a-f]{64}$")
 
 
 def new_name() -> str:
@@ -33,7 +39,22 @@ def new_name() -> str:
 
 
 def workdir(name: str, namespace: str = NAMESPACE) -> str:
+    """The job's work dir on /n1 (the agent derives it the same way; spec.workdir only
+    tells the user)."""
     return f"{WORKDIR_ROOT}/{namespace}/{name}"
+
+
+def new_token() -> str:
+    return secrets.token_hex(32)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def logs_config_map(name: str) -> str:
+    """The ConfigMap (and the Role and RoleBinding letting its owner read it) of a job's logs."""
+    return f"{name}-logs"
 
 
 def now() -> str:
@@ -48,8 +69,9 @@ def parse_time(stamp: str | None) -> datetime.datetime | None:
 
 
 def build(job_type: str, request: dict, user: str, uid: int, gid: int,
-          namespace: str = NAMESPACE, time_scale: str = "0") -> dict:
-    """The WSJob a client submits for cerebras_pytorch's request (see its runner)."""
+          namespace: str = NAMESPACE, time_scale: str = "0", token: str | None = None) -> dict:
+    """The WSJob a client submits for cerebras_pytorch's request (see its runner); `token`
+    is the secret the client will present at the job's ingress (only its hash is sent)."""
     name = new_name()
     labels = {str(k): str(v) for k, v in (request.get("job_labels") or {}).items()}
     spec = {
@@ -64,6 +86,8 @@ def build(job_type: str, request: dict, user: str, uid: int, gid: int,
         "request": json.dumps(request, sort_keys=True),
         "timeScale": time_scale,  # the client's AITESTBED_TIME_SCALE, for the workload
     }
+    if token:
+        spec[TOKEN_FIELD] = token_hash(token)
     if request.get("job_time_sec"):
         spec["jobTimeSec"] = int(request["job_time_sec"])
     if request.get("compile_hash"):

@@ -4,10 +4,18 @@ The worker serves (ChannelServer) and the client connects (connect). The worker 
 start sending before the client is there: messages wait in a queue and go out when
 it connects. close() hands everything over, half-closes the connection and waits
 until the client has read to the end, so a worker never exits with messages unread.
+
+The stream is the job owner's: the client's first line is {"token": SECRET}, and
+the worker serves only the connection whose secret hashes to the job's
+ingressTokenSha256 (the spec holds the hash, the owner's client the secret). Any
+other connection gets {"type": "refused", ...} and is closed; it neither takes
+the stream nor stops the owner's client from connecting.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import socket
 import threading
@@ -15,14 +23,33 @@ import time
 from collections.abc import Callable, Iterator
 
 SEND_TIMEOUT_SECONDS = 60.0
+HELLO_TIMEOUT_SECONDS = 10.0
+HELLO_LIMIT = 4096
+
+
+class Refused(ConnectionError):
+    """The worker refused this client: it did not present the job's secret."""
+
+
+def _read_line(conn: socket.socket, limit: int) -> bytes:
+    data = b""
+    while b"\n" not in data and len(data) < limit:
+        chunk = conn.recv(limit - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n", 1)[0]
 
 
 class ChannelServer:
-    """Accepts one client on `port` and sends it messages, in order."""
+    """Accepts the client that presents the secret hashing to `token_sha256` on `port`,
+    and sends it messages, in order. Without a hash it serves nobody."""
 
-    def __init__(self, port: int, host: str = "0.0.0.0"):  # noqa: S104 - the client is remote
+    def __init__(self, port: int, token_sha256: str | None,
+                 host: str = "0.0.0.0"):  # noqa: S104 - the client is remote
         self._listener = socket.create_server((host, port))
         self.port = self._listener.getsockname()[1]
+        self._token_sha256 = (token_sha256 or "").lower()
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
         self._conn: socket.socket | None = None
@@ -30,12 +57,40 @@ class ChannelServer:
         threading.Thread(target=self._accept, name="channel-accept", daemon=True).start()
 
     def _accept(self) -> None:
+        while not self._connected.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:  # closed before the client connected
+                return
+            threading.Thread(target=self._hello, args=(conn,), name="channel-hello",
+                             daemon=True).start()
+
+    def _authentic(self, conn: socket.socket) -> bool:
         try:
-            conn, _ = self._listener.accept()
-        except OSError:  # closed before anyone connected
+            conn.settimeout(HELLO_TIMEOUT_SECONDS)
+            token = json.loads(_read_line(conn, HELLO_LIMIT)).get("token")
+        except (OSError, ValueError, AttributeError):
+            return False
+        if not isinstance(token, str) or not self._token_sha256:
+            return False
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        return hmac.compare_digest(digest, self._token_sha256)
+
+    def _hello(self, conn: socket.socket) -> None:
+        if not self._authentic(conn):
+            try:
+                conn.sendall((json.dumps({"type": "refused", "message": (
+                    "this job's stream belongs to its owner's client: the secret it "
+                    "presented does not match")}) + "\n").encode())
+            except OSError:
+                pass
+            conn.close()
             return
         conn.settimeout(SEND_TIMEOUT_SECONDS)
         with self._lock:
+            if self._connected.is_set():  # the client is already connected
+                conn.close()
+                return
             try:
                 for data in self._pending:
                     conn.sendall(data)
@@ -43,7 +98,11 @@ class ChannelServer:
             except OSError:
                 conn.close()
             self._pending.clear()
-        self._connected.set()
+            self._connected.set()
+        try:  # wake the accept loop so that it ends
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+        except OSError:
+            pass
 
     def send(self, message: dict) -> None:
         """Send now if the client is connected, else queue; a vanished client is ignored."""
@@ -84,13 +143,13 @@ class ChannelServer:
         return drained
 
 
-def connect(host: str, port: int, timeout: float, *,
+def connect(host: str, port: int, timeout: float, token: str, *,
             give_up: Callable[[], bool] | None = None) -> Iterator[dict]:
     """Yield the worker's messages until it closes the channel.
 
     Connecting is retried until `timeout` seconds have passed (or `give_up()` is
-    true, e.g. the worker process has died), then ConnectionError. Runs lazily: the
-    first next() connects.
+    true, e.g. the worker process has died), then ConnectionError; a worker that
+    refuses `token` raises Refused. Runs lazily: the first next() connects.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -102,8 +161,13 @@ def connect(host: str, port: int, timeout: float, *,
                 raise ConnectionError(f"could not connect to the appliance job at "
                                       f"{host}:{port}: {err}") from err
             time.sleep(0.1)
-    sock.settimeout(None)
     with sock, sock.makefile("rb") as stream:
+        sock.sendall((json.dumps({"token": token}) + "\n").encode())
+        sock.settimeout(None)
         for line in stream:
             if line.strip():
-                yield json.loads(line)
+                message = json.loads(line)
+                if message.get("type") == "refused":
+                    raise Refused(f"the appliance job at {host}:{port} refused this client: "
+                                  f"{message.get('message', '')}")
+                yield message

@@ -8,6 +8,11 @@ appliance's "Poll ingress status" lines, keeps it alive with a heartbeat
 (the scheduler cancels jobs whose client went away), then streams the
 workload's messages from its ingress until the final one. Ctrl-C cancels the
 job it was waiting for.
+
+The stream is the submitter's: the client makes a secret for each job, sends only
+its hash in the spec and presents the secret at the ingress (see channel). While
+the cluster server is briefly unreachable (cer-mgmt-01 restarting) the client
+retries for up to API_RETRY_SECONDS, then reports it as an ApplianceError.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from . import channel, errors
 HEARTBEAT_SECONDS = 5
 POLL_SECONDS = 0.25
 INGRESS_TIMEOUT = 60
+API_RETRY_SECONDS = 60.0
 logger = logging.getLogger("cerebras.appliance")
 
 
@@ -79,8 +85,9 @@ class KubernetesJobRunner:
         self._announce()
         logger.info(f"Initiating a new {job_type} wsjob against the cluster server.")
         user = pwd.getpwuid(os.geteuid())
+        token = wsjob.new_token()  # never leaves this process but to the job's ingress
         job = wsjob.build(job_type, request, user.pw_name, user.pw_uid, user.pw_gid,
-                          self.namespace, os.environ.get("AITESTBED_TIME_SCALE", "0"))
+                          self.namespace, os.environ.get("AITESTBED_TIME_SCALE", "0"), token)
         try:
             name = self.api.create_job(job, self.namespace)["metadata"]["name"]
         except (ApiError, Unreachable) as err:
@@ -90,21 +97,34 @@ class KubernetesJobRunner:
         heartbeat = Heartbeat(self.credentials, name, self.namespace)
         try:
             host, port = self._wait_for_ingress(name)
-            return self._relay(name, host, port, on_message)
+            return self._relay(name, host, port, token, on_message)
         except KeyboardInterrupt:
             self._cancel(name, "the client was interrupted")
             raise
         finally:
             heartbeat.stop()
 
+    def _get_job(self, name: str) -> dict:
+        """The job; an unreachable server is retried for API_RETRY_SECONDS, then reported."""
+        deadline = time.monotonic() + API_RETRY_SECONDS
+        while True:
+            try:
+                return self.api.get_job(name, self.namespace)
+            except (Unreachable, ApiError) as err:
+                if isinstance(err, ApiError) and err.status < 500 and err.status != 429:
+                    raise self.errors.ApplianceUnknownError(
+                        f"Job {name}: the cluster server answered: {err}") from None
+                if time.monotonic() >= deadline:
+                    raise self.errors.ApplianceUnknownError(
+                        f"Job {name}: lost contact with the cluster server for "
+                        f"{API_RETRY_SECONDS:.0f} s ({err}); see `csctl get jobs {name}` "
+                        "once it is back") from None
+                time.sleep(1)
+
     def _wait_for_ingress(self, name: str) -> tuple[str, int]:
         said = None
         while True:
-            try:
-                job = self.api.get_job(name, self.namespace)
-            except Unreachable:
-                time.sleep(1)
-                continue
+            job = self._get_job(name)
             phase, status = wsjob.phase(job), job.get("status") or {}
             if phase in wsjob.FINISHED:
                 self._failed(name, status.get("message") or phase.lower())
@@ -120,12 +140,12 @@ class KubernetesJobRunner:
                 said = line
             time.sleep(POLL_SECONDS)
 
-    def _relay(self, name: str, host: str, port: int, on_message) -> dict:
+    def _relay(self, name: str, host: str, port: int, token: str, on_message) -> dict:
         def ended() -> bool:
-            return wsjob.phase(self.api.get_job(name, self.namespace)) in wsjob.FINISHED
+            return wsjob.phase(self._get_job(name)) in wsjob.FINISHED
 
         announced = False
-        messages = channel.connect(host, port, INGRESS_TIMEOUT, give_up=ended)
+        messages = channel.connect(host, port, INGRESS_TIMEOUT, token, give_up=ended)
         try:
             for message in messages:
                 if not announced:
@@ -134,7 +154,10 @@ class KubernetesJobRunner:
                 kind = message.get("type")
                 if kind == "done":
                     messages.close()  # hang up: the workload ends once its client has left
-                    self._final_status(name)  # so that `csctl get jobs` right after agrees
+                    try:  # so that `csctl get jobs` right after agrees
+                        self._final_status(name)
+                    except self.errors.ApplianceError:
+                        pass  # the result is here: only the job's listing may lag
                     return message
                 if kind == "error":
                     self._report_failure(name)
@@ -142,20 +165,35 @@ class KubernetesJobRunner:
                     logger.error(f"Job {name} failed due to: {error}")
                     raise error
                 on_message(message)
+        except channel.Refused as err:
+            self._failed(name, str(err))
         except OSError:  # refused or reset: the workload was stopped or died
             pass
-        # The stream ended without a result: the job was cancelled or its workload died.
-        status = self._final_status(name)
-        self._failed(name, status.get("message") or "the workload ended without a result")
+        # The stream ended without a result: the job was cancelled, its workload died,
+        # or the connection broke.
+        job = self._final_job(name)
+        phase, message = wsjob.phase(job), (job.get("status") or {}).get("message")
+        if phase == wsjob.SUCCEEDED:
+            self._failed(name, "the connection to the job's ingress broke before its "
+                         "result arrived (the job itself ended SUCCEEDED, but its output "
+                         "did not reach this client)")
+        if phase not in wsjob.FINISHED:
+            self._failed(name, "the connection to the job's ingress broke while the job "
+                         f"was still {phase}")
+        self._failed(name, message or "the workload ended without a result")
+
+    def _final_job(self, name: str) -> dict:
+        """The job once it has ended, or as it is 10 s after the server first answers
+        (after a restart of cer-mgmt-01 its agent needs a moment to settle the job)."""
+        job = self._get_job(name)
+        deadline = time.monotonic() + 10
+        while wsjob.phase(job) not in wsjob.FINISHED and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+            job = self._get_job(name)
+        return job
 
     def _final_status(self, name: str) -> dict:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            job = self.api.get_job(name, self.namespace)
-            if wsjob.phase(job) in wsjob.FINISHED:
-                break
-            time.sleep(POLL_SECONDS)
-        return job.get("status") or {}
+        return self._final_job(name).get("status") or {}
 
     def _report_failure(self, name: str) -> None:
         logger.info(f"Trying to fetch failure info from the cluster for job {name}. "

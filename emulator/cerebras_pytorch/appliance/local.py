@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aitestbed
+from aitestbed.cerebras import wsjob
 
 from .channel import connect
 from .errors import ApplianceClientError, ApplianceUnknownError, from_message
@@ -51,19 +52,20 @@ class LocalJobRunner:
             raise ApplianceClientError(f"Unknown job type {job_type!r}")
         workdir = Path(tempfile.mkdtemp(prefix=f"{job_type}-", dir=self.root))
         (workdir / "request.json").write_text(json.dumps(request))
-        port = _free_port()
+        port, token = _free_port(), wsjob.new_token()
         systems = [f"cer-cs2-{i:02d}" for i in range(1, int(request.get("num_csx") or 1) + 1)]
         command = [sys.executable, "-m", "cerebras_pytorch.appliance.worker",
                    "--job-type", job_type, "--request", str(workdir / "request.json"),
                    "--port", str(port), "--compile-root", str(self.compile_root),
-                   "--result", str(workdir / "result.json"), "--systems", ",".join(systems)]
+                   "--result", str(workdir / "result.json"), "--systems", ",".join(systems),
+                   "--client-token-sha256", wsjob.token_hash(token)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(_package_roots())}
         final = None
         with open(workdir / "worker.log", "wb") as output:
             process = subprocess.Popen(command, cwd=workdir, env=env, stdout=output,
                                        stderr=subprocess.STDOUT)
             try:
-                for message in connect("127.0.0.1", port, CONNECT_TIMEOUT_SECONDS,
+                for message in connect("127.0.0.1", port, CONNECT_TIMEOUT_SECONDS, token,
                                        give_up=lambda: process.poll() is not None):
                     if message.get("type") in ("done", "error"):
                         final = message

@@ -2,9 +2,10 @@
 
     python -m cerebras_pytorch.appliance.worker --job-type {compile,execute}
         --request REQUEST.json --port PORT --compile-root DIR --result RESULT.json
-        [--systems cer-cs2-01,cer-cs2-02]
+        --client-token-sha256 HEX [--systems cer-cs2-01,cer-cs2-02]
 
-It serves the channel on PORT (0.0.0.0) at once, then runs the job as a worker pod
+It serves the channel on PORT (0.0.0.0) at once, to the one client that presents the
+secret whose sha256 is HEX (the job's owner), then runs the job as a worker pod
 of the cluster would: imports come only from the request's python_paths and this
 installation (not the client's script directory, not $PYTHONPATH), and files
 outside the request's mount_dirs and the system's own locations do not exist.
@@ -196,6 +197,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--compile-root", required=True)
     parser.add_argument("--result", required=True)
+    parser.add_argument("--client-token-sha256", default="",
+                        help="sha256 (hex) of the secret the job's client presents")
     parser.add_argument("--systems", default="")
     return parser.parse_args(argv)
 
@@ -203,7 +206,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        channel = ChannelServer(args.port)
+        channel = ChannelServer(args.port, args.client_token_sha256)
     except OSError as err:
         Path(args.result).write_text(json.dumps(
             {"ok": False, "message": f"cannot serve port {args.port}: {err}"}) + "\n")

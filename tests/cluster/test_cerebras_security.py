@@ -1,0 +1,281 @@
+"""An ordinary Cerebras user's attacks on the appliance, as the security review made them
+(B20, B21, B11, B23): each must be refused, and the guide's run must still work.
+
+`mallory` is onboarded with the onboard-user playbook, logs in on cer-login-01 with her
+passcode and uses her own client certificate (tests/cluster/files/wsattack.py). The
+owner whose work she goes after is the practice user, running the guide's fc_mnist.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shlex
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import AITESTBED
+from .test_cerebras import (
+    FC_MNIST,
+    LOGIN,
+    MGMT,
+    SETUP_2_1_1,
+    csctl_jobs,
+    run_log,
+    start_run,
+    wait_for,
+)
+
+ATTACKER = "mallory"
+PEOPLE = {"accounts": [{"name": ATTACKER, "uid": 21101, "systems": ["cerebras"]}],
+          "projects": []}
+SCRIPT = Path(__file__).parent / "files" / "wsattack.py"
+CANARY = "/root/wsjob-canary.txt"
+ADMIN_KEY = "/etc/aitestbed/node/kubernetes/admin.key"
+MUNGE_KEY = "/etc/aitestbed/cluster/munge.key"
+WORKDIRS = "/n1/wsjob/workdir/job-operator"
+FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+# User code the workload imports (as the service user, in its work dir): it tries to
+# swap the files the root agent reads back for links to root's secrets (B21 from inside).
+EVIL_MODULE = f"""
+import os
+HERE = os.path.dirname(os.getcwd())
+for name, target in (("result.json", "{ADMIN_KEY}"), ("workload.log", "{MUNGE_KEY}"),
+                     ("request.json", "{CANARY}")):
+    path = os.path.join(HERE, name)
+    for how in ("symlink", "hardlink"):
+        try:
+            if how == "symlink":
+                os.symlink(target, "swap")
+                os.replace("swap", path)
+            else:
+                os.link(target, path + ".new")
+                os.replace(path + ".new", path)
+            print("SWAP", name, how, "done", flush=True)
+        except OSError as err:
+            print("SWAP", name, how, "refused", type(err).__name__, flush=True)
+        finally:
+            if os.path.lexists("swap"):
+                os.remove("swap")
+
+
+def flow(params, **functions):
+    return None
+"""
+
+
+def as_attacker(cluster, command: str, timeout: float = 120) -> tuple[int, str]:
+    """A command in mallory's own ssh session on cer-login-01."""
+    result = cluster.ssh(LOGIN, command, "-l", ATTACKER, timeout=timeout)
+    return result.returncode, result.stdout + result.stderr
+
+
+def attack(cluster, *args: str, timeout: float = 120) -> dict:
+    rc, out = as_attacker(cluster, "python3 ~/wsattack.py " + " ".join(map(shlex.quote, args)),
+                          timeout=timeout)
+    assert rc == 0, out
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def on_mgmt(cluster, command: str) -> str:
+    return cluster.host(MGMT).check_output(command)
+
+
+@pytest.fixture(scope="module")
+def attacker(cluster, tmp_path_factory):
+    people = tmp_path_factory.mktemp("people") / "people.yml"
+    people.write_text(yaml.safe_dump(PEOPLE))
+    onboard = subprocess.run([*AITESTBED, "--name", cluster.name, "playbook", "onboard-user",
+                              "-e", f"@{people}", "-e", f"user={ATTACKER}"],
+                             capture_output=True, text=True, timeout=900, check=False)
+    assert onboard.returncode == 0, onboard.stdout[-3000:]
+    login = cluster.log_in(LOGIN, ATTACKER)
+    assert login.returncode == 0, login.stderr
+    script = base64.b64encode(SCRIPT.read_bytes()).decode()
+    rc, out = as_attacker(cluster, f"echo {script} | base64 -d > ~/wsattack.py && "
+                                   "chmod a+x ~ && csctl get jobs > /dev/null")
+    assert rc == 0, out
+    try:
+        yield ATTACKER
+    finally:
+        cluster.log_out(LOGIN, ATTACKER)
+
+
+@pytest.fixture(scope="module")
+def canary(cluster):
+    """A root-only file on the management node, where compile workloads run."""
+    on_mgmt(cluster, f"echo ORIGINAL-CANARY > {CANARY} && chmod 600 {CANARY}")
+    return CANARY
+
+
+@pytest.fixture(scope="module")
+def secrets_sha256(cluster) -> dict[str, str]:
+    """sha256 of the appliance's secrets the review leaked (the ones present here)."""
+    out = cluster.host(MGMT).run(f"sha256sum {ADMIN_KEY} {MUNGE_KEY}").stdout
+    found = {line.split()[1]: line.split()[0] for line in out.splitlines()}
+    assert ADMIN_KEY in found, out
+    return found
+
+
+def exported(user_run, name: str) -> tuple[str, dict[str, str], int]:
+    """csctl log-export as a user: its output, the sha256 of each file in the tarball, and
+    how many lines of them say PRIVATE KEY."""
+    where = f"/tmp/export-{name}"
+    rc, out = user_run(f"rm -rf {where} && csctl log-export {name} -p {where}")
+    assert rc == 0, out
+    rc, listing = user_run(f"cd {where} && tar xzf {name}.tar.gz && "
+                           f"find {name} -type f -exec sha256sum {{}} + && "
+                           f"echo keys=$(cat {name}/* | grep -c 'PRIVATE KEY')")
+    assert rc == 0, listing
+    sums = {line.split()[1].split("/", 1)[1]: line.split()[0]
+            for line in listing.splitlines() if len(line.split()) == 2}
+    keys = int(listing.strip().splitlines()[-1].removeprefix("keys="))
+    return out + listing, sums, keys
+
+
+def file_of_export(user_run, name: str, file: str) -> str:
+    return user_run(f"cat /tmp/export-{name}/{name}/{file}")[1]
+
+
+# B20 -----------------------------------------------------------------------------------
+def test_b20_a_job_with_a_workdir_of_her_choosing_is_refused(cluster, attacker, canary):
+    rc, out = as_attacker(cluster, f"mkdir -p ~/evil && ln -sfn {CANARY} ~/evil/request.json "
+                                   f"&& ln -sfn {ADMIN_KEY} ~/evil/result.json "
+                                   f"&& ln -sfn {MUNGE_KEY} ~/evil/workload.log")
+    assert rc == 0, out
+    tag = uuid.uuid4().hex[:8]
+    for name, workdir in ((f"wsjob-probeattack1{tag}", f"/home/{ATTACKER}/evil"),
+                          (f"wsjob-probeattack1b{tag}", f"/home/{cluster.user}"),
+                          (f"wsjob-probeattack1c{tag}",
+                           f"{WORKDIRS}/wsjob-probeattack1c{tag}/../../../..")):
+        result = attack(cluster, "create", name, workdir)
+        assert result["created"] is False and result["status"] == 403, result
+        assert f"spec.workdir must be {WORKDIRS}/{name}" in result["message"]
+    assert on_mgmt(cluster, f"cat {CANARY}") == "ORIGINAL-CANARY"
+    assert cluster.host(LOGIN).file(f"/home/{cluster.user}").user == cluster.user
+
+
+def test_b20_b21_the_agent_never_uses_spec_workdir(cluster, attacker, canary, secrets_sha256):
+    """Staff (not bound by the admission policy) let such a job through: the agent runs it in
+    the work dir it derives from the name; the links are neither written nor read."""
+    name, token = f"wsjob-probeattack2{uuid.uuid4().hex[:8]}", "a-token-mallory-knows"
+    manifest = json.dumps({
+        "apiVersion": "jobs.cerebras.com/v1", "kind": "WSJob",
+        "metadata": {"name": name, "namespace": "job-operator"},
+        "spec": {"user": {"username": ATTACKER}, "jobType": "compile", "numWafers": 1,
+                 "release": "2.1.1", "workdir": f"/home/{ATTACKER}/evil",
+                 "request": json.dumps({"written-by": ATTACKER, "via": "wsjob agent as root"}),
+                 "ingressTokenSha256": hashlib.sha256(token.encode()).hexdigest()}})
+    on_mgmt(cluster, f"echo {shlex.quote(manifest)} | kubectl apply -f -")
+    try:
+        followed = attack(cluster, "follow", name, token, timeout=300)
+        assert followed["phase"] in FINISHED, followed
+        assert on_mgmt(cluster, f"cat {CANARY}") == "ORIGINAL-CANARY"
+        evil = cluster.host(LOGIN).file(f"/home/{ATTACKER}/evil")
+        assert evil.user == ATTACKER  # not chowned to the service user
+        assert cluster.host(LOGIN).file(f"/home/{ATTACKER}/evil/request.json").is_symlink
+        ran = cluster.host(MGMT).file(f"{WORKDIRS}/{name}")
+        assert (ran.user, ran.mode) == ("root", 0o755)
+        assert cluster.host(MGMT).file(f"{WORKDIRS}/{name}/request.json").content_string \
+            .startswith('{"written-by"')
+        out, sums, keys = exported(lambda c: as_attacker(cluster, c), name)
+        assert set(sums) >= {"workload.log", "request.json", "result.json"}, out
+        assert not set(sums.values()) & set(secrets_sha256.values()), out
+        assert keys == 0, out
+    finally:
+        on_mgmt(cluster, f"kubectl delete wsjob -n job-operator {name} --ignore-not-found")
+
+
+def test_b21_the_workload_cannot_swap_what_the_agent_reads_for_links(cluster, attacker, canary,
+                                                                   secrets_sha256):
+    """mallory's own code, run by her job as the service user, plants links in place of
+    result.json, workload.log and request.json: refused, and nothing secret is exported."""
+    module = base64.b64encode(EVIL_MODULE.encode()).decode()
+    rc, out = as_attacker(cluster, "mkdir -p ~/evilpkg && chmod a+x ~ && chmod a+rx ~/evilpkg "
+                                   f"&& echo {module} | base64 -d > ~/evilpkg/evilmod.py "
+                                   "&& chmod a+r ~/evilpkg/evilmod.py")
+    assert rc == 0, out
+    name = f"wsjob-probeattack3{uuid.uuid4().hex[:8]}"
+    request = json.dumps({
+        "release": "2.1.1", "num_csx": 1, "compile_dir": ATTACKER,
+        "python_paths": [f"/home/{ATTACKER}/evilpkg"], "mount_dirs": [f"/home/{ATTACKER}"],
+        "program": {"flow": "evilmod:flow", "functions": {"model_fn": "evilmod:flow"},
+                    "params": {}, "compile_only": True, "validate_only": False}})
+    followed = attack(cluster, "submit", name, request, timeout=300)
+    assert followed["phase"] in FINISHED, followed
+    assert on_mgmt(cluster, f"cat {CANARY}") == "ORIGINAL-CANARY"
+    out, sums, keys = exported(lambda c: as_attacker(cluster, c), name)
+    log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
+    swaps = [line for line in log.splitlines() if line.startswith("SWAP ")]
+    assert len(swaps) == 6, log  # her code ran...
+    assert all(" refused " in line for line in swaps), swaps  # ...and every swap failed
+    assert not set(sums.values()) & set(secrets_sha256.values()), out
+    assert keys == 0, out
+
+
+# The owner's run, with mallory at its ingress (B23), and its logs (B11) ----------------
+@pytest.fixture(scope="module")
+def owner_release(cluster):
+    rc, _ = cluster.run(LOGIN, "test -x ~/R_2.1.1/venv_cerebras_pt/bin/python && "
+                               f"test -f {FC_MNIST}/run.py")
+    if rc:
+        rc, out = cluster.run(LOGIN, SETUP_2_1_1, timeout=300)
+        assert rc == 0, out
+    rc, out = cluster.run(LOGIN, "chmod a+xr ~/ ~/R_2.1.1/")  # a node start may reset it
+    assert rc == 0, out
+
+
+@pytest.fixture(scope="module")
+def sniffed_run(cluster, attacker, owner_release):
+    """The guide's fc_mnist as the owner; meanwhile mallory connects to its ingress as the
+    review's sniff.py did (first RUNNING job, as fast as she can, three ways)."""
+    before = {j["metadata"]["name"] for j in csctl_jobs(cluster, "-l", "name=victim")}
+    start_run(cluster, "victim", scale=0.3)
+    sniffed = attack(cluster, "sniff", cluster.user, "victim", "240", timeout=400)
+    wait_for(lambda: "Training completed successfully!" in run_log(cluster, "victim")
+             or "failed due to" in run_log(cluster, "victim"), 400, "the owner's run to end")
+    return {**sniffed, "jobs": [j["metadata"]["name"] for j in csctl_jobs(
+        cluster, "-l", "name=victim") if j["metadata"]["name"] not in before]}
+
+
+def test_b23_another_users_client_gets_nothing_from_the_ingress(sniffed_run):
+    tries = sniffed_run["tries"]
+    # she found the owner's running jobs (the execute job's stream has the checkpoint)
+    assert "execute" in {got["job_type"] for got in tries}, sniffed_run
+    for got in tries:
+        assert not {"log", "file", "done", "error"} & set(got["types"]), got
+    # whoever spoke to the worker before the owner's client was told why
+    assert all(got["types"] in ([], ["refused"]) for got in tries), tries
+
+
+def test_the_owners_run_succeeds_with_its_checkpoint(cluster, sniffed_run):
+    log = run_log(cluster, "victim")
+    assert "Training completed successfully!" in log, log
+    assert "failed due to" not in log and "Traceback" not in log
+    rc, out = cluster.run(LOGIN, f"ls {FC_MNIST}/model_victim")
+    assert rc == 0 and "checkpoint_" in out, out
+
+
+def test_b11_another_users_logs_are_refused(cluster, attacker, sniffed_run):
+    names = sniffed_run["jobs"]  # the owner's compile and execute jobs of this run
+    assert len(names) == 2, sniffed_run
+    wait_for(lambda: all(job["status"].get("phase") in FINISHED for job in csctl_jobs(
+        cluster, "-l", "name=victim") if job["metadata"]["name"] in names), 60, "both to end")
+    for name in names:
+        as_attacker(cluster, "rm -rf /tmp/steal")
+        rc, out = as_attacker(cluster, f"csctl log-export {name} -p /tmp/steal")
+        assert rc == 1, out
+        assert (f"Error: job {name} belongs to {cluster.user}: only its owner may export "
+                "its logs") in out
+        assert as_attacker(cluster, f"test -e /tmp/steal/{name}.tar.gz")[0] != 0
+        direct = attack(cluster, "logs", name)
+        assert direct["read"] is False and direct["status"] == 403, direct
+        rc, out = cluster.run(LOGIN, f"cd /tmp && csctl log-export {name} && "
+                                     f"tar tzf {name}.tar.gz && rm {name}.tar.gz")
+        assert rc == 0 and f"{name}/workload.log" in out, out
