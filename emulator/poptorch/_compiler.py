@@ -210,6 +210,9 @@ def acquire(options: Options, ipus_per_replica: int) -> tuple[int, tuple[int, ..
 def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args: tuple,
                   micro_kwargs: dict, options: Options, training: bool,
                   version: str) -> Executable:
+    cache_dir = options.executable_cache_dir
+    if cache_dir and not options.ipu_model():
+        check_cache_dir(Path(cache_dir).expanduser())  # before any work, as the compile fails
     ipus, bytes_per_ipu = trace(model, micro_args, micro_kwargs, training)
     inputs = (args, kwargs)  # keyword inputs count as much as positional ones
     replicas = options.replication_factor
@@ -225,10 +228,7 @@ def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args:
             logger.log("WARN", f"[DISPATCHER] Type coerced from Long to Int for tensor id "
                                f"{9 + index}", component="poptorch:cpp")
     key = cache_key(model, inputs, options, training, version)
-    cache_dir = options.executable_cache_dir
     cache_file = Path(cache_dir).expanduser() / f"{key}.popef" if cache_dir else None
-    if cache_file is not None and not options.ipu_model():
-        check_cache_dir(cache_file.parent)
     if cache_file is not None and cache_file.exists() and not options.ipu_model():
         executable = read_cached(cache_file)
         _progress(timing.CACHE_LOAD_SECONDS, options)
