@@ -43,6 +43,8 @@ cluster-down: venv
 
 cluster-destroy: venv
 	$(AITESTBED) destroy
+	@# the ssh_config that cluster-up wrote (aitestbed destroy does not know where it went)
+	@rm -f $(HOME)/.ssh/aitestbed-$(NAME).conf
 
 status: venv
 	$(AITESTBED) status

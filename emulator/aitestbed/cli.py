@@ -14,8 +14,8 @@ from aitestbed.host import images, lifecycle, passcode, sshconfig
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError, run_click
 from aitestbed.host.health import cluster_status, wait_ready
+from aitestbed.host.inventory import ansible_source, parse_systems
 from aitestbed.host.inventory import load as load_inventory
-from aitestbed.host.inventory import parse_systems
 from aitestbed.host.naming import check_cluster_name, container_name
 from aitestbed.host.playbook import run_playbook
 from aitestbed.host.state import ClusterState, practice_user_name
@@ -50,7 +50,8 @@ def cli(ctx: click.Context, name: str) -> None:
               help="Comma-separated subset: cerebras,graphcore,sambanova.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Block until every service is ready.")
-@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for readiness.")
+@click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds to wait for readiness.")
 @click.option("--recreate", is_flag=True,
               help="Replace the containers of nodes running an image older than this "
                    "checkout's. Keeps /home, /projects, /software, queued jobs and WSJobs; "
@@ -64,6 +65,8 @@ def up(ctx: click.Context, profile: str | None, systems: str | None, wait: bool,
     result = lifecycle.up(name, profile, parse_systems(systems), practice_user_name(),
                           wait=wait, timeout=timeout, recreate=recreate)
     topology = result.topology
+    for warning in result.warnings:
+        click.echo(f"aitestbed: warning: {warning}", err=True)
     if result.replaced:
         click.echo(f"aitestbed: replaced {len(result.replaced)} containers with this checkout's "
                    f"images: {', '.join(result.replaced)}", err=True)
@@ -113,7 +116,7 @@ def status(ctx: click.Context) -> None:
 
 
 @cli.command()
-@click.option("--timeout", default=300.0, show_default=True,
+@click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0),
               help="Give up after this many seconds.")
 @click.pass_context
 def wait(ctx: click.Context, timeout: float) -> None:
@@ -138,8 +141,11 @@ def ssh_config(ctx: click.Context, output: str | None) -> None:
     record = state.load()
     text = sshconfig.render(state, record, load_inventory(record.profile, record.systems))
     if output:
-        with open(output, "w") as out:
-            out.write(text)
+        try:
+            with open(output, "w") as out:
+                out.write(text)
+        except OSError as err:
+            raise AitestbedError(f"cannot write {output}: {err.strerror}") from None
     else:
         click.echo(text, nl=False)
 
@@ -180,7 +186,9 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     topology = load_inventory(record.profile, record.systems)
     images.build_host_artifacts()  # the roles copy them
     # localhost: the account playbooks record requests in the state directory first.
-    result = run_playbook(playbook, [topology.inventory_path, state.inventory_path],
+    # An inventory file kept outside the project reads the project's group_vars.
+    profile = ansible_source(topology.inventory_path, state.root / "profile-inventory")
+    result = run_playbook(playbook, [profile, state.inventory_path],
                           limit=",".join([*(n.name for n in topology.nodes), "localhost"]),
                           args=list(args))
     sys.exit(result.returncode)

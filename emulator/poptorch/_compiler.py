@@ -9,6 +9,7 @@ options finds it and skips the compilation, as PopTorch does.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -135,11 +136,38 @@ def read_cached(path: Path) -> Executable:
                     "again.", "poptorch/source/popart_compiler/Compiler.cpp:612") from None
 
 
+CACHE_LOCATION = "poptorch/source/popart_compiler/Compiler.cpp:588"
+
+
+def _cache_error(cache_dir: Path, why: str) -> Error:
+    source = "POPTORCH_CACHE_DIR" if os.environ.get("POPTORCH_CACHE_DIR") \
+        else "enableExecutableCaching"
+    return Error(f"Cannot use {cache_dir} as the executable cache ({source}): {why}. Point "
+                 f"{source} at a directory you can write, or unset it.", CACHE_LOCATION)
+
+
+def check_cache_dir(cache_dir: Path) -> None:
+    """Before compiling: the cache directory exists (or is made) and can be written."""
+    try:
+        if cache_dir.exists() and not cache_dir.is_dir():
+            raise _cache_error(cache_dir, "it is not a directory")
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _cache_error(cache_dir, err.strerror or str(err)) from None
+    if not os.access(cache_dir, os.W_OK | os.X_OK):
+        raise _cache_error(cache_dir, "Permission denied")
+
+
 def write_cached(path: Path, executable: Executable) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_bytes(POPEF_MAGIC + json.dumps(asdict(executable)).encode())
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(POPEF_MAGIC + json.dumps(asdict(executable)).encode())
+        tmp.replace(path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise _cache_error(path.parent, err.strerror or str(err)) from None
 
 
 def device_error(err: Exception, location: str = "poptorch/popart_compiler/source/"
@@ -182,6 +210,9 @@ def acquire(options: Options, ipus_per_replica: int) -> tuple[int, tuple[int, ..
 def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args: tuple,
                   micro_kwargs: dict, options: Options, training: bool,
                   version: str) -> Executable:
+    cache_dir = options.executable_cache_dir
+    if cache_dir and not options.ipu_model():
+        check_cache_dir(Path(cache_dir).expanduser())  # before any work, as the compile fails
     ipus, bytes_per_ipu = trace(model, micro_args, micro_kwargs, training)
     inputs = (args, kwargs)  # keyword inputs count as much as positional ones
     replicas = options.replication_factor
@@ -197,7 +228,6 @@ def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args:
             logger.log("WARN", f"[DISPATCHER] Type coerced from Long to Int for tensor id "
                                f"{9 + index}", component="poptorch:cpp")
     key = cache_key(model, inputs, options, training, version)
-    cache_dir = options.executable_cache_dir
     cache_file = Path(cache_dir).expanduser() / f"{key}.popef" if cache_dir else None
     if cache_file is not None and cache_file.exists() and not options.ipu_model():
         executable = read_cached(cache_file)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from aitestbed.host.driver import wait_for
 
 from .conftest import AITESTBED
 from .test_cerebras import (
@@ -28,7 +29,6 @@ from .test_cerebras import (
     csctl_jobs,
     run_log,
     start_run,
-    wait_for,
 )
 
 ATTACKER = "mallory"
@@ -239,7 +239,7 @@ def sniffed_run(cluster, attacker, owner_release):
     start_run(cluster, "victim", scale=0.3)
     sniffed = attack(cluster, "sniff", cluster.user, "victim", "240", timeout=400)
     wait_for(lambda: "Training completed successfully!" in run_log(cluster, "victim")
-             or "failed due to" in run_log(cluster, "victim"), 400, "the owner's run to end")
+             or "failed due to" in run_log(cluster, "victim"), 400, 1, "the owner's run to end")
     return {**sniffed, "jobs": [j["metadata"]["name"] for j in csctl_jobs(
         cluster, "-l", "name=victim") if j["metadata"]["name"] not in before]}
 
@@ -266,7 +266,8 @@ def test_b11_another_users_logs_are_refused(cluster, attacker, sniffed_run):
     names = sniffed_run["jobs"]  # the owner's compile and execute jobs of this run
     assert len(names) == 2, sniffed_run
     wait_for(lambda: all(job["status"].get("phase") in FINISHED for job in csctl_jobs(
-        cluster, "-l", "name=victim") if job["metadata"]["name"] in names), 60, "both to end")
+        cluster, "-l", "name=victim") if job["metadata"]["name"] in names), 60, 1,
+             "both to end")
     for name in names:
         as_attacker(cluster, "rm -rf /tmp/steal")
         rc, out = as_attacker(cluster, f"csctl log-export {name} -p /tmp/steal")

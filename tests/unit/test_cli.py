@@ -2,14 +2,20 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
+NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 
 
 def aitestbed(*args, env_extra=None):
     import os
 
-    env = {**os.environ, **(env_extra or {})}
+    # This checkout's code, whichever checkout the venv was installed from.
+    path = os.pathsep.join(p for p in (str(EMULATOR), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "aitestbed.cli", *args], capture_output=True,
                           text=True, env=env, check=False)
 
@@ -83,3 +89,27 @@ def test_run_click_ends_every_program_the_same_way(raised, status, stderr, capsy
         run_click(command, "prog")
     assert end.value.code == status
     assert capsys.readouterr().err == stderr
+
+
+@pytest.mark.parametrize("args", [["wait", "--timeout", "-5"], ["up", "--timeout", "-1"]])
+def test_a_negative_timeout_is_refused(args):
+    result = aitestbed(*args, env_extra=NO_ENGINE)
+    assert result.returncode == 2
+    assert "Invalid value for '--timeout': -" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_ssh_config_to_a_missing_directory_is_one_clear_line(isolated_state):
+    from aitestbed.host import inventory
+    from aitestbed.host.state import ClusterRecord, ClusterState
+
+    topology = inventory.load("mini", ["graphcore"])
+    state = ClusterState("unit")
+    record = ClusterRecord("unit", "mini", "", ["graphcore"], "learner")
+    state.save(record)
+    state.prepare(topology, record)
+    result = aitestbed("--name", "unit", "ssh-config", "-o", "/nonexistent/dir/file",
+                       env_extra=NO_ENGINE)
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("aitestbed: error: cannot write /nonexistent/dir/file: "
+                                     "No such file or directory")

@@ -143,3 +143,57 @@ def test_host_without_system_is_refused(tmp_path):
         """)
     with pytest.raises(AitestbedError, match="host lonely belongs to no system"):
         inventory.load(str(path))
+
+
+def test_a_copy_of_a_profile_kept_elsewhere_reads_the_projects_group_vars(tmp_path, mini):
+    """C14: Ansible finds group_vars only beside the inventory file."""
+    copy = tmp_path / "copy-of-mini.yml"
+    copy.write_text((inventory.project_root() / "inventory" / "mini.yml").read_text())
+    topology = inventory.load(str(copy))
+    assert topology.nodes == mini.nodes
+    assert topology.inventory_path == copy
+
+
+def test_a_stray_host_in_a_copied_profile_is_the_one_blamed(tmp_path):
+    """C11: the host in no system group, not the first host of the file."""
+    text = (inventory.project_root() / "inventory" / "mini.yml").read_text()
+    stray = tmp_path / "nosystem.yml"
+    stray.write_text(text.replace("all:\n", "all:\n  hosts:\n    zz-stray-01:\n", 1))
+    with pytest.raises(AitestbedError, match=r"^host zz-stray-01 belongs to no system"):
+        inventory.load(str(stray))
+
+
+def test_an_inventory_with_group_vars_of_its_own_keeps_them(tmp_path):
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text("dns_domain: example.org\n")
+    path = _write_inventory(tmp_path, """
+        all:
+          children:
+            graphcore_system:
+              vars: {system: graphcore, node_class: ipu_node}
+              hosts: {gc-poplar-02: }
+        """)
+    assert inventory.project_vars(path) is None
+    assert inventory.ansible_source(path, tmp_path / "work") == path
+    assert inventory.load(str(path)).nodes[0].fqdn == "gc-poplar-02.example.org"
+
+
+def test_hosts_without_any_system_point_at_the_missing_group_vars(tmp_path):
+    path = _write_inventory(tmp_path, """
+        all:
+          hosts: {a-01: , b-01: }
+        """)
+    with pytest.raises(AitestbedError, match="no host of .* belongs to a system.*group_vars"):
+        inventory.load(str(path))
+
+
+def test_ansible_playbook_gets_the_file_and_the_projects_group_vars(tmp_path):
+    copy = tmp_path / "mine.yml"
+    copy.write_text((inventory.project_root() / "inventory" / "mini.yml").read_text())
+    source = inventory.ansible_source(copy, tmp_path / "state" / "inventory")
+    assert sorted(p.name for p in source.iterdir()) == ["group_vars", "mine.yml"]
+    assert (source / "group_vars").resolve() == \
+        (inventory.project_root() / "inventory" / "group_vars").resolve()
+    assert inventory.ansible_source(copy, source) == source  # idempotent
+    in_tree = inventory.project_root() / "inventory" / "mini.yml"
+    assert inventory.ansible_source(in_tree, tmp_path / "unused") == in_tree

@@ -178,3 +178,22 @@ def test_bad_params(tmp_path):
     invalid = run_py(tmp_path, "CPU", "-p", extra, "-m", "train")
     assert invalid.returncode == 1
     assert "Additional properties are not allowed ('bogus' was unexpected)" in invalid.stdout
+
+
+@pytest.mark.parametrize(("text", "mode", "message"), [
+    ("", "train", "'model' is a required property"),
+    ("model: {}\n", "train", "'train_input' is a required property"),
+    ("model: {}\ntrain_input: {}\n", "eval", "'eval_input' is a required property"),
+    ("model: []\ntrain_input: {}\n", "train", "[] is not of type 'object'"),
+])
+def test_missing_sections_are_named_before_any_job_is_submitted(tmp_path, text, mode, message):
+    """C74/C75: an empty params file submitted a compile job, then said KeyError: 'model'."""
+    params = tmp_path / "partial.yaml"
+    params.write_text(text)
+    result = run_py(tmp_path, "CSX", "-p", params, "-m", mode, "--mount_dirs", tmp_path,
+                    "--python_paths", MODELZOO)
+    assert result.returncode == 1
+    assert f"ERROR:   Invalid params file {params}: {message}" in result.stdout
+    assert "KeyError" not in result.stdout + result.stderr
+    assert "Appliance" not in result.stdout  # nothing was submitted
+    assert "Traceback" not in result.stderr

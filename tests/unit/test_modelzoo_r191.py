@@ -125,3 +125,18 @@ def test_the_seeds_full_run_on_the_timing_model():
     assert SEED_SAMPLES / seconds == pytest.approx(SEED_GLOBAL_RATE, rel=0.002)
     total = seconds + cs2_timing.checkpoint_seconds(workload)
     assert total == pytest.approx(SEED_SECONDS, rel=0.002)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "has no 'model' section: a train run reads model and train_input."),
+    ("model: {}\n", "has no 'train_input' section: a train run reads model and train_input."),
+])
+def test_missing_sections_are_named_before_any_job_is_submitted(tmp_path, text, message):
+    """C74/C75 in R1.9's words (it has no schema): before any compile job."""
+    params = tmp_path / "partial.yaml"
+    params.write_text(text)
+    result = run_py(tmp_path, "CSX", "-p", params, "-m", "train", "--mount_dirs", tmp_path,
+                    "--python_paths", MODELZOO)
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"ERROR: Params file {str(params)!r} {message}"
+    assert "Appliance" not in result.stdout

@@ -328,3 +328,41 @@ def test_the_time_scale_makes_wall_time_follow_device_time(scale):
         assert wall < 0.5
     else:
         assert 0.65 <= wall < 2.0
+
+
+def test_a_cache_dir_that_is_a_file_is_refused_before_compiling(allocation, tmp_path,
+                                                                monkeypatch):
+    """C42: POPTORCH_CACHE_DIR=/etc/passwd gave a raw FileExistsError after the compile."""
+    allocation(1)
+    not_a_dir = tmp_path / "passwd"
+    not_a_dir.write_text("root:x:0:0::/root:/bin/bash\n")
+    monkeypatch.setenv("POPTORCH_CACHE_DIR", str(not_a_dir))
+    before = runtime.clock.now()
+    with pytest.raises(poptorch.Error, match=f"Cannot use {not_a_dir} as the executable cache "
+                       r"\(POPTORCH_CACHE_DIR\): it is not a directory"):
+        poptorch.trainingModel(Classifier()).compile(torch.randn(8, 8),
+                                                     torch.zeros(8, dtype=torch.long))
+    assert runtime.clock.now() == before  # no compile time spent
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_an_unwritable_cache_dir_is_refused_before_compiling(allocation, tmp_path, monkeypatch):
+    """C43: an unwritable cache gave a raw PermissionError, after the whole compile."""
+    allocation(1)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    monkeypatch.setenv("POPTORCH_CACHE_DIR", str(locked / "cache"))
+    before = runtime.clock.now()
+    with pytest.raises(poptorch.Error, match="Permission denied"):
+        poptorch.trainingModel(Classifier()).compile(torch.randn(8, 8),
+                                                     torch.zeros(8, dtype=torch.long))
+    assert runtime.clock.now() == before
+
+
+def test_check_cache_dir_refuses_a_directory_it_cannot_write(tmp_path, monkeypatch):
+    from poptorch import _compiler
+
+    monkeypatch.setattr(_compiler.os, "access", lambda path, mode: False)
+    monkeypatch.delenv("POPTORCH_CACHE_DIR", raising=False)
+    with pytest.raises(poptorch.Error, match=r"\(enableExecutableCaching\): Permission denied"):
+        _compiler.check_cache_dir(tmp_path)

@@ -469,3 +469,34 @@ def test_data_parallel_ranks_average_their_gradients(snd, tmp_path):
         assert torch.equal(weights[0][key], weights[1][key])
         assert torch.allclose(weights[0][key], dict(reference.named_parameters())[key[3:]],
                               atol=1e-6)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["compile", "-b=0"], "logreg.py compile: error: argument -b/--batch-size: invalid value 0: "
+                          "must be at least 1"),
+    (["run", "--batch-size", "-3"], "logreg.py run: error: argument -b/--batch-size: invalid "
+                                    "value -3: must be at least 1"),
+    (["run", "--num-epochs=-1"], "logreg.py run: error: argument -e/--num-epochs: invalid value "
+                                 "-1: must be at least 1"),
+])
+def test_counts_below_one_are_argparse_errors(argv, message, capsys):
+    """C52 (a torch traceback) and C59 (nothing trained, exit 0)."""
+    from sambaflow.samba.utils.argparser import parse_app_args
+
+    with pytest.raises(SystemExit) as exit_info:
+        parse_app_args(argv=argv, prog="logreg.py", common_parser_fn=lambda p: p.add_argument(
+            "-e", "--num-epochs", type=int, default=1))
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == message
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["compile", "-b=0"], "lenet.py compile: error: argument -b/--batch-size: invalid value 0: "
+                          "must be at least 1"),
+    (["run", "--pef=pef/lenet/lenet.pef", "--num-epochs=-1"],
+     "lenet.py run: error: argument -e/--num-epochs: invalid value -1: must be at least 1"),
+])
+def test_the_starters_refuse_counts_below_one(apps, tmp_path, args, message):
+    result = run(apps / "lenet" / "lenet.py", *args, environment=env(tmp_path), check=2)
+    assert result.stderr.splitlines()[-1] == message
+    assert "Traceback" not in result.stderr

@@ -76,3 +76,12 @@ def test_state_prepare_writes_a_munge_key_and_the_configuration(isolated_state):
     first = key.read_bytes()
     state.prepare(topology, ClusterRecord("unit", "mini", "", ["graphcore"], "learner"))
     assert key.read_bytes() == first  # a key per cluster, kept
+
+
+def test_a_node_failure_ends_jobs_node_fail_unless_they_asked_for_requeue(alcf):
+    """Slurm's default JobRequeue=1 would requeue, and run again, every batch job."""
+    for files in alcf.values():
+        conf = files["slurm.conf"]
+        assert re.search(r"^JobRequeue=0$", conf, re.M)
+        # The node is DOWN about 3 pings after SlurmdTimeout: ~30 s, as the README says.
+        assert re.search(r"^SlurmdTimeout=10$", conf, re.M)

@@ -87,6 +87,38 @@ class Topology:
                                           "projects", "account_policy")}
 
 
+def project_vars(path: Path) -> Path | None:
+    """The project's inventory/ when the inventory file at `path` has no group_vars beside it.
+
+    Ansible reads group_vars next to each inventory file; an inventory kept elsewhere (a
+    copy of inventory/mini.yml in a user's directory) gets the project's group_vars, the
+    ones it was written against.
+    """
+    if (path.parent / "group_vars").is_dir():
+        return None
+    shared = project_root() / "inventory"
+    return shared if (shared / "group_vars").is_dir() else None
+
+
+def ansible_source(path: Path, workdir: Path) -> Path:
+    """What to give ansible-playbook -i for the inventory file at `path`: the file itself, or
+    `workdir` holding links to it and to the project's group_vars (see project_vars)."""
+    shared = project_vars(path)
+    if shared is None:
+        return path
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name, target in ((path.name, path), ("group_vars", shared / "group_vars")):
+        link = workdir / name
+        if link.is_symlink() and link.resolve() == target.resolve():
+            continue
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+    for stale in workdir.iterdir():
+        if stale.name not in (path.name, "group_vars"):
+            stale.unlink()
+    return workdir
+
+
 def profile_path(profile: str) -> Path:
     inventory_dir = project_root() / "inventory"
     candidate = Path(profile)
@@ -138,7 +170,9 @@ def _ansible_inventory(path: Path) -> dict:
         raise AitestbedError("ansible-inventory is missing: run `make venv` first")
     env = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true",
            "ANSIBLE_INVENTORY_ENABLED": "yaml"}
-    result = subprocess.run([str(binary), "-i", str(path), "--list"],
+    shared = project_vars(path)
+    extra = ["--playbook-dir", str(shared)] if shared else []
+    result = subprocess.run([str(binary), "-i", str(path), "--list", *extra],
                             capture_output=True, text=True, env=env, check=False)
     if result.returncode != 0:
         lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
@@ -212,6 +246,12 @@ def load(profile: str, systems: list[str] | None = None) -> Topology:
             raise AitestbedError(
                 f"duplicate host name {host!r} in {path.name}: listed in {' and '.join(groups)}"
             )
+    if len(hostvars) > 1 and not any(hv.get("system") in SYSTEMS for hv in hostvars.values()):
+        raise AitestbedError(
+            f"no host of {path} belongs to a system: list them under "
+            + ", ".join(f"{s}_system" for s in SYSTEMS)
+            + f" (their group_vars are read from {path.parent / 'group_vars'}, or else from "
+            f"{project_root() / 'inventory' / 'group_vars'})")
     nodes = [_node(name, hv) for name, hv in sorted(hostvars.items())]
     if systems:
         nodes = [n for n in nodes if n.system in systems]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import docker
 from docker.errors import APIError, NotFound
@@ -79,6 +79,50 @@ class UpResult:
     topology: Topology
     outdated: list[str]  # nodes left running an image older than this checkout's
     replaced: list[str]  # nodes whose container was replaced by one of the current image
+    warnings: list[str] = field(default_factory=list)
+
+
+RESTART_REASON = "restarted by aitestbed up"
+
+
+def slurm_restarts(topology: Topology, starting: set[str]) -> dict[str, list[str]]:
+    """controller -> the compute nodes of its Slurm cluster that this `up` (re)starts.
+
+    Whatever ran on them is gone, but their controller may still count those jobs as
+    RUNNING until a periodic registration (about a minute) shows they are missing.
+    """
+    restarts: dict[str, list[str]] = {}
+    for node in topology.nodes:
+        if node.name not in starting or not node.slurm_cluster \
+                or "slurm_gres" not in topology.hostvars.get(node.name, {}):
+            continue
+        for ctl in topology.nodes:
+            if ctl.node_class == "slurmctld" and ctl.slurm_cluster == node.slurm_cluster:
+                restarts.setdefault(ctl.name, []).append(node.name)
+    return restarts
+
+
+def mark_down(client: docker.DockerClient, cluster: str, controller: str, nodes: list[str],
+              timeout: float = 30) -> str | None:
+    """Tell slurmctld that `nodes` went down: their jobs end NODE_FAIL, or are requeued if
+    they asked for --requeue, at once. ReturnToService=2 puts each node back in service
+    when its slurmd registers. Returns a warning, or None."""
+    argv = ["scontrol", "update", f"nodename={','.join(nodes)}", "state=down",
+            f"reason={RESTART_REASON}"]
+    deadline = time.monotonic() + timeout
+    output = ""
+    while True:
+        try:
+            result = client.containers.get(container_name(cluster, controller)).exec_run(argv)
+            output = result.output.decode(errors="replace").strip()
+            if result.exit_code == 0:
+                return None
+        except (APIError, NotFound) as err:
+            output = str(err)
+        if time.monotonic() > deadline:
+            return (f"could not tell {controller} that {', '.join(nodes)} restarted ({output}): "
+                    "jobs that ran there may show RUNNING for about a minute")
+        time.sleep(0.5)  # slurmctld is still starting
 
 
 def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
@@ -91,6 +135,7 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     """
     client = connect()
     state = ClusterState(name)
+    fresh = not state.exists()  # no Slurm controller has any job yet
     record = _record(state, profile, systems, user)
     topology = load_inventory(record.profile, record.systems)
     record.inventory = str(topology.inventory_path)
@@ -115,15 +160,34 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
             list(pool.map(lambda c: c.remove(force=True), replaced))
     _check_ports(topology, record, existing)
     started = time.monotonic()
-    with ThreadPoolExecutor(PARALLEL) as pool:
-        list(pool.map(lambda n: _ensure_node(client, state, record, network, tags, n,
-                                             existing.get(n.name)), topology.nodes))
+    starting = {n.name for n in topology.nodes
+                if existing.get(n.name) is None or existing[n.name].status != "running"}
+    restarts = {} if fresh else slurm_restarts(topology, starting)
+    later = {n for nodes in restarts.values() for n in nodes}
+
+    def start(nodes: list[Node]) -> None:
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            list(pool.map(lambda n: _ensure_node(client, state, record, network, tags, n,
+                                                 existing.get(n.name)), nodes))
+
+    warnings = []
+    start([n for n in topology.nodes if n.name not in later])
+    if restarts:
+        # The controllers first, so that no job they count as running on a restarted
+        # compute node stays RUNNING with no process (and no new job starts there
+        # before they know): then the compute nodes.
+        wait_ready(client, name, sorted(restarts),
+                   timeout=max(1.0, timeout - (time.monotonic() - started)))
+        for controller, nodes in sorted(restarts.items()):
+            if warning := mark_down(client, name, controller, nodes):
+                warnings.append(warning)
+        start([n for n in topology.nodes if n.name in later])
     if wait:
         wait_ready(client, name, [n.name for n in topology.nodes],
                    timeout=max(1.0, timeout - (time.monotonic() - started)))
     if recreate:
-        return UpResult(topology, [], outdated)
-    return UpResult(topology, outdated, [])
+        return UpResult(topology, [], outdated, warnings)
+    return UpResult(topology, outdated, [], warnings)
 
 
 def _ensure_network(client: docker.DockerClient, name: str):

@@ -11,6 +11,7 @@
  * (slurm_spank_init must register the option itself: a static spank_options
  * table is ignored by sbatch and salloc in Slurm 22.05.)
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,12 @@ static struct spank_option ipus_option = {
 	1, 0, ipus_option_cb
 };
 
+/*
+ * Only the form is checked here. How many IPUs a job may have is the
+ * scheduler's to say, as with Graphcore's own select plugin: more than a host
+ * or the POD holds gets Slurm's "Requested node configuration is not
+ * available", as --gres over-requests do.
+ */
 static int ipus_option_cb(int val, const char *optarg, int remote)
 {
 	char *end = NULL;
@@ -39,8 +46,13 @@ static int ipus_option_cb(int val, const char *optarg, int remote)
 
 	(void) val;
 	(void) remote;
+	errno = 0;
 	n = optarg ? strtol(optarg, &end, 10) : 0;
-	if (!optarg || !*optarg || *end || n < 1 || n > 65536) {
+	if (optarg && *optarg && !*end && errno == ERANGE) {
+		slurm_error("Invalid --ipus specification: '%s' (too large a number)", optarg);
+		return ESPANK_BAD_ARG;
+	}
+	if (!optarg || !*optarg || *end || n < 1) {
 		slurm_error("Invalid --ipus specification: '%s' (a whole number of IPUs, 1 or more)",
 			    optarg ? optarg : "");
 		return ESPANK_BAD_ARG;

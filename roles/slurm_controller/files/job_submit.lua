@@ -24,6 +24,10 @@ end
 
 local SCHEDULES_RDUS = schedules_rdus()
 
+-- Slurm's own code and message for a malformed --gres: "Invalid generic resource
+-- (gres) specification" (slurm_errno.h; the lua plugin exports only some codes).
+local ESLURM_INVALID_GRES = slurm.ESLURM_INVALID_GRES or 2072
+
 local function asks_for_gres(job_desc, name)
 	for _, field in ipairs({"tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task"}) do
 		local value = job_desc[field]
@@ -58,8 +62,40 @@ local function ipus_option(job_desc)
 	return nil
 end
 
+--[[
+Each rdu entry of the job's GRES requests: nil if every one asks for a whole
+number of RDUs, 1 or more (rdu, rdu:N), else a message. Slurm itself would take
+`rdu:abc` and `rdu:-1` for a type of RDU that no node has ("Requested node
+configuration is not available"), and drop `rdu:0`: a job would then hold no RDU
+yet its runs could take tiles. These RDUs have no types.
+]]
+local function bad_rdu_request(job_desc)
+	for _, field in ipairs({"tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task"}) do
+		local value = job_desc[field]
+		if value ~= nil then
+			for entry in string.gmatch(value, "[^,]+") do
+				local rest = entry:match("^gres[:/]rdu(:.*)$")
+				if rest ~= nil then
+					local count = rest:match("^:(%d+)$")
+					if count == nil then
+						return "--gres=rdu" .. rest .. ": give a whole number of RDUs (--gres=rdu:N, N 1 or more); these RDUs have no types"
+					elseif tonumber(count) < 1 then
+						return "--gres=rdu" .. rest .. " asks for no RDU: a job on this system holds at least one (--gres=rdu:N, N 1 or more)"
+					end
+				end
+			end
+		end
+	end
+	return nil
+end
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
 	if SCHEDULES_RDUS then
+		local bad = bad_rdu_request(job_desc)
+		if bad ~= nil then
+			slurm.log_user(bad)
+			return ESLURM_INVALID_GRES
+		end
 		if not asks_for_gres(job_desc, "rdu") then
 			add_tres_per_node(job_desc, "gres:rdu:1")
 		end

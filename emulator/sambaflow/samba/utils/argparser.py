@@ -27,6 +27,11 @@ ParserFn = Callable[[argparse.ArgumentParser], Any] | None
 last_args: argparse.Namespace | None = None
 
 
+# Counts that must be at least 1, whether the framework or the app declares them: a
+# batch of 0 samples cannot be traced, and -1 epochs would train nothing and exit 0.
+AT_LEAST_ONE = ("batch_size", "num_epochs")
+
+
 def add_framework_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("SambaFlow")
     group.add_argument("-b", "--batch-size", type=int, default=1, help="Batch size for training")
@@ -70,8 +75,10 @@ def build_parser(common_parser_fn: ParserFn = None, compile_parser_fn: ParserFn 
                  prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog)
     commands = parser.add_subparsers(dest="command", required=True)
+    parser.aitestbed_commands = {}
     for command in COMMANDS:
         sub = commands.add_parser(command, conflict_handler="resolve")
+        parser.aitestbed_commands[command] = sub
         add_framework_args(sub)
         if command == "compile":
             sub.add_argument("-ws", "--world-size", type=int, default=None,
@@ -95,6 +102,15 @@ def build_parser(common_parser_fn: ParserFn = None, compile_parser_fn: ParserFn 
     return parser
 
 
+def _check_counts(sub: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse's error (status 2) for a count below 1 (see AT_LEAST_ONE)."""
+    for action in sub._actions:
+        value = getattr(args, action.dest, None)
+        if action.dest in AT_LEAST_ONE and isinstance(value, int) and value < 1:
+            sub.error(f"argument {'/'.join(action.option_strings)}: invalid value {value}: "
+                      "must be at least 1")
+
+
 def parse_app_args(argv: Sequence[str] | None = None, dev_mode: bool = False,
                    common_parser_fn: ParserFn = None, compile_parser_fn: ParserFn = None,
                    run_parser_fn: ParserFn = None, test_parser_fn: ParserFn = None,
@@ -105,6 +121,7 @@ def parse_app_args(argv: Sequence[str] | None = None, dev_mode: bool = False,
     parser = build_parser(common_parser_fn, compile_parser_fn, run_parser_fn, test_parser_fn,
                           measure_perf_parser_fn, prog)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    _check_counts(parser.aitestbed_commands[args.command], args)
     if getattr(args, "command", None) != "compile":
         args.world_size = getattr(args, "world_size", None)
     if not hasattr(args, "local_rank"):

@@ -83,6 +83,19 @@ def load_params(path: str) -> dict:
     return params
 
 
+MODE_SECTIONS = {"train": ("train_input",), "eval": ("eval_input",),
+                 "eval_all": ("eval_input",), "train_and_eval": ("train_input", "eval_input")}
+
+
+def check_sections(params: dict, path: str, mode: str) -> None:
+    """The sections a run in `mode` reads (model, the mode's input) are there, as mappings:
+    a missing one is found here, not by the compile job on the appliance."""
+    for section in ("model", *MODE_SECTIONS.get(mode, ())):
+        if not isinstance(params.get(section), dict):
+            raise ParamsError(f"Params file {path!r} has no {section!r} section: a {mode} run "
+                              f"reads model and {' and '.join(MODE_SECTIONS.get(mode, ()))}.")
+
+
 def _cluster_defaults() -> dict:
     path = os.environ.get(DEFAULTS_ENV)
     if not path or not os.path.isfile(path):
@@ -156,6 +169,7 @@ def run(model_fn, train_data_fn=None, eval_data_fn=None) -> None:
     try:
         params = merge_params(args, load_params(args.params),
                               os.path.dirname(os.path.abspath(sys.argv[0])))
+        check_sections(params, args.params, args.mode)
     except ParamsError as err:
         sys.exit(f"ERROR: {err}")
     runconfig = params["runconfig"]

@@ -157,6 +157,11 @@ def run(model_fn, train_data_fn=None, eval_data_fn=None) -> None:
     except runconfig_schema.ValidationError as err:
         logging.error(f"Invalid runconfig in params file {args.params}: {err}")
         sys.exit(1)
+    try:  # before anything is submitted: the sections this mode reads
+        runconfig_schema.validate(params, runconfig_schema.params_schema(args.mode))
+    except runconfig_schema.ValidationError as err:
+        logging.error(f"Invalid params file {args.params}: {err}")
+        sys.exit(1)
     runconfig = params["runconfig"]
     if args.mode == "train_and_eval":
         sys.exit(_rerun("train", []) or _rerun("eval", []))

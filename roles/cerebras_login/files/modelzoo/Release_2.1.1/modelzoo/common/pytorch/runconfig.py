@@ -36,6 +36,18 @@ RUNCONFIG_SCHEMA = {
 }
 
 
+OBJECT = "object"
+MODE_SECTIONS = {"train": ("train_input",), "eval": ("eval_input",),
+                 "eval_all": ("eval_input",), "train_and_eval": ("train_input", "eval_input")}
+
+
+def params_schema(mode: str) -> dict:
+    """The sections a run in `mode` reads: model and the mode's input(s), each a mapping."""
+    required = ["model", *MODE_SECTIONS.get(mode, ())]
+    return {"type": OBJECT, "required": required,
+            "properties": {name: {"type": OBJECT} for name in required}}
+
+
 class ValidationError(ValueError):
     pass
 

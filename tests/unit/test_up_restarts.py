@@ -1,0 +1,50 @@
+"""`up` tells each Slurm controller which of its compute nodes it (re)starts (A7)."""
+
+from types import SimpleNamespace
+
+from aitestbed.host import inventory, lifecycle
+
+
+def test_only_restarted_compute_nodes_are_reported_to_their_own_controller():
+    topology = inventory.load("mini")
+    computes = {n.name for n in topology.nodes if "slurm_gres" in topology.hostvars[n.name]}
+    everything = {n.name for n in topology.nodes}
+    restarts = lifecycle.slurm_restarts(topology, everything)
+    assert sorted(restarts) == sorted(n.name for n in topology.nodes
+                                      if n.node_class == "slurmctld")
+    assert sorted(n for nodes in restarts.values() for n in nodes) == sorted(computes)
+    for controller, nodes in restarts.items():
+        cluster = topology.node(controller).slurm_cluster
+        assert all(topology.node(n).slurm_cluster == cluster for n in nodes)
+    # A login node or a controller starting alone has no jobs to settle.
+    others = everything - computes
+    assert lifecycle.slurm_restarts(topology, others) == {}
+
+
+class FakeContainer:
+    def __init__(self, results):
+        self.results, self.calls = results, []
+
+    def exec_run(self, argv):
+        self.calls.append(argv)
+        code, output = self.results.pop(0)
+        return SimpleNamespace(exit_code=code, output=output)
+
+
+def test_mark_down_retries_until_slurmctld_answers(monkeypatch):
+    container = FakeContainer([(1, b"slurm_update error: Unable to contact slurm controller"),
+                               (0, b"")])
+    client = SimpleNamespace(containers=SimpleNamespace(get=lambda name: container))
+    monkeypatch.setattr(lifecycle.time, "sleep", lambda s: None)
+    assert lifecycle.mark_down(client, "t", "gc-slurmctld", ["gc-poplar-01", "gc-poplar-02"]) \
+        is None
+    assert container.calls[-1] == ["scontrol", "update", "nodename=gc-poplar-01,gc-poplar-02",
+                                   "state=down", "reason=restarted by aitestbed up"]
+
+
+def test_mark_down_gives_up_with_a_warning(monkeypatch):
+    container = FakeContainer([(1, b"Unable to contact slurm controller")] * 3)
+    client = SimpleNamespace(containers=SimpleNamespace(get=lambda name: container))
+    monkeypatch.setattr(lifecycle.time, "sleep", lambda s: None)
+    warning = lifecycle.mark_down(client, "t", "sn30-slurmctld", ["sn30-r1-h1"], timeout=0)
+    assert "could not tell sn30-slurmctld that sn30-r1-h1 restarted" in warning
