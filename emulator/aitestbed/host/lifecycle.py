@@ -7,6 +7,7 @@ is recreated (user data lives in volumes, per-cluster secrets in the state dir).
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -83,10 +84,13 @@ class UpResult:
 
 
 RESTART_REASON = "restarted by aitestbed up"
+STOP_REASON = "stopped by aitestbed down"
+MARKED_DOWN = "slurm-nodes-marked-down.json"  # in the state dir: what `down` told slurmctld
 
 
 def slurm_restarts(topology: Topology, starting: set[str]) -> dict[str, list[str]]:
-    """controller -> the compute nodes of its Slurm cluster that this `up` (re)starts.
+    """controller -> the compute nodes of its Slurm cluster among `starting` (the nodes
+    an `up` starts, or a `down` stops).
 
     Whatever ran on them is gone, but their controller may still count those jobs as
     RUNNING until a periodic registration (about a minute) shows they are missing.
@@ -103,12 +107,12 @@ def slurm_restarts(topology: Topology, starting: set[str]) -> dict[str, list[str
 
 
 def mark_down(client: docker.DockerClient, cluster: str, controller: str, nodes: list[str],
-              timeout: float = 30) -> str | None:
+              timeout: float = 30, reason: str = RESTART_REASON) -> str | None:
     """Tell slurmctld that `nodes` went down: their jobs end NODE_FAIL, or are requeued if
     they asked for --requeue, at once. ReturnToService=2 puts each node back in service
     when its slurmd registers. Returns a warning, or None."""
     argv = ["scontrol", "update", f"nodename={','.join(nodes)}", "state=down",
-            f"reason={RESTART_REASON}"]
+            f"reason={reason}"]
     deadline = time.monotonic() + timeout
     output = ""
     while True:
@@ -162,7 +166,13 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     started = time.monotonic()
     starting = {n.name for n in topology.nodes
                 if existing.get(n.name) is None or existing[n.name].status != "running"}
-    restarts = {} if fresh else slurm_restarts(topology, starting)
+    # Nodes `down` already reported down need nothing more: they come back into service
+    # as their slurmd registers. Only nodes stopped some other way (a crash, an engine
+    # restart) make `up` start the controllers first.
+    marked = state.root / MARKED_DOWN
+    reported = set(json.loads(marked.read_text())) if marked.is_file() else set()
+    marked.unlink(missing_ok=True)
+    restarts = {} if fresh else slurm_restarts(topology, starting - reported)
     later = {n for nodes in restarts.values() for n in nodes}
 
     def start(nodes: list[Node]) -> None:
@@ -263,9 +273,22 @@ def _create(client, state: ClusterState, record: ClusterRecord, network, image: 
 
 
 def down(name: str) -> int:
+    """Stop the cluster's containers. First each Slurm controller hears that its compute
+    nodes go down, so the jobs running there end (NODE_FAIL, or requeued with --requeue)
+    now, not a minute after the next `up`; queued jobs stay queued."""
     client = connect()
-    ClusterState(name).load()
+    state = ClusterState(name)
+    record = state.load()
     containers = [c for c in cluster_containers(client, name) if c.status != "exited"]
+    running = {c.labels.get(LABEL_NODE) for c in containers}
+    marked = state.root / MARKED_DOWN
+    reported = set(json.loads(marked.read_text())) if marked.is_file() else set()
+    topology = load_inventory(record.profile, record.systems)
+    for controller, nodes in sorted(slurm_restarts(topology, running).items()):
+        if controller in running and not mark_down(client, name, controller, nodes,
+                                                   timeout=5, reason=STOP_REASON):
+            reported.update(nodes)
+    marked.write_text(json.dumps(sorted(reported)) + "\n")
     with ThreadPoolExecutor(PARALLEL * 2) as pool:
         list(pool.map(lambda c: c.stop(), containers))
     return len(containers)
