@@ -161,7 +161,9 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     if recreate and outdated:
         replaced = [existing.pop(n) for n in outdated]
         with ThreadPoolExecutor(PARALLEL * 2) as pool:
-            list(pool.map(lambda c: c.remove(force=True), replaced))
+            # Stopped first, as `down` does: slurmctld saves its queue when asked to stop
+            # (killed, it may lose the jobs submitted since its last save).
+            list(pool.map(lambda c: (c.stop(), c.remove()), replaced))
     _check_ports(topology, record, existing)
     started = time.monotonic()
     starting = {n.name for n in topology.nodes
