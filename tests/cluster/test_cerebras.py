@@ -219,8 +219,8 @@ def test_a_user_cannot_cancel_or_label_another_users_job(cluster):
     admin.check_output(f"echo {shlex.quote(manifest)} | kubectl apply -f -")
     # Its release is not installed, so it fails at once; then staff mark it running
     # somewhere no agent looks, to have another user's live job to try.
-    wait_for(lambda: job_named(cluster, "wsjob-someoneelsesjob000000")["status"].get("phase")
-             == "FAILED", 30, POLL, "the job to fail")
+    wait_for(lambda: job_named(cluster, "wsjob-someoneelsesjob000000").get("status", {})
+             .get("phase") == "FAILED", 30, POLL, "the job to fail")
     admin.check_output("kubectl patch wsjob -n job-operator wsjob-someoneelsesjob000000 "
                        "--subresource=status --type=merge "
                        """-p '{"status": {"phase": "RUNNING", "node": "nowhere"}}'""")
