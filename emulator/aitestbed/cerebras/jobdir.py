@@ -164,29 +164,29 @@ class JobDir:
         with os.fdopen(fd, "w") as stream:
             stream.write(text)
 
-    def read(self, file: str, limit: int = READ_LIMIT) -> bytes | None:
-        """The file's bytes (at most `limit`, from its start), None if it does not exist;
-        UnsafeWorkdir if it is a link, not a regular file, or not the appliance's."""
+    def _open_read(self, file: str) -> int | None:
+        """An fd to read the file, never through a link; None if it does not exist."""
         try:
-            fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                         dir_fd=self.fd())
+            return os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                           dir_fd=self.fd())
         except FileNotFoundError:
             return None
         except OSError as err:
             raise UnsafeWorkdir(f"{self.path / file}: {err.strerror}") from None
+
+    def read(self, file: str, limit: int = READ_LIMIT) -> bytes | None:
+        """The file's bytes (at most `limit`, from its start), None if it does not exist;
+        UnsafeWorkdir if it is a link, not a regular file, or not the appliance's."""
+        if (fd := self._open_read(file)) is None:
+            return None
         with os.fdopen(fd, "rb") as stream:
             self._check_file(fd, file)
             return stream.read(limit)
 
     def tail(self, file: str, keep: int) -> tuple[bytes, int] | None:
         """The last `keep` bytes of the file and its size (None if it does not exist)."""
-        try:
-            fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                         dir_fd=self.fd())
-        except FileNotFoundError:
+        if (fd := self._open_read(file)) is None:
             return None
-        except OSError as err:
-            raise UnsafeWorkdir(f"{self.path / file}: {err.strerror}") from None
         with os.fdopen(fd, "rb") as stream:
             size = self._check_file(fd, file).st_size
             stream.seek(max(0, size - keep))
