@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import docker
 from docker.errors import APIError, NotFound
 
-from aitestbed.host import images
+from aitestbed.host import egress, images
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.health import wait_ready
@@ -27,6 +27,7 @@ from aitestbed.host.naming import (
     LABEL_NODE,
     LABEL_SYSTEM,
     container_name,
+    front_network_name,
     network_name,
     node_volume_name,
     volume_name,
@@ -148,7 +149,15 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     state.prepare(topology, record)
 
     tags = images.ensure_class_images(client, topology.node_classes)
-    network = _ensure_network(client, name)
+    warnings = []
+    network, note = _ensure_network(client, name, topology)
+    if note:
+        warnings.append(note)
+    front = None
+    if any(node.name in record.ports for node in topology.nodes):
+        front = _ensure_front(client, name)
+        if warning := egress.ensure(name):
+            warnings.append(warning)
     for mount in sorted({m for n in topology.nodes for m in n.mounts}):
         _ensure_volume(client, name, volume_name(name, mount), mount)
     for node in topology.nodes:
@@ -179,10 +188,9 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
 
     def start(nodes: list[Node]) -> None:
         with ThreadPoolExecutor(PARALLEL) as pool:
-            list(pool.map(lambda n: _ensure_node(client, state, record, network, tags, n,
-                                                 existing.get(n.name)), nodes))
+            list(pool.map(lambda n: _ensure_node(client, state, record, network, front, tags,
+                                                 n, existing.get(n.name)), nodes))
 
-    warnings = []
     start([n for n in topology.nodes if n.name not in later])
     if restarts:
         # The controllers first, so that no job they count as running on a restarted
@@ -202,12 +210,43 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     return UpResult(topology, outdated, [], warnings)
 
 
-def _ensure_network(client: docker.DockerClient, name: str):
+def _ensure_network(client: docker.DockerClient, name: str, topology: Topology):
+    """The cluster's internal network, and a note when it had to be remade so: a cluster
+    made before the network was internal is stopped, its nodes moved to the new network
+    (with their names), and started again by `up`."""
     try:
-        return client.networks.get(network_name(name))
+        network = client.networks.get(network_name(name))
     except NotFound:
-        return client.networks.create(network_name(name), driver="bridge",
-                                      labels={LABEL_CLUSTER: name})
+        return _create_network(client, name), None
+    if network.attrs.get("Internal"):
+        return network, None
+    containers = cluster_containers(client, name)
+    if any(c.status == "running" for c in containers):
+        down(name)
+    for container in containers:
+        network.disconnect(container, force=True)
+    network.remove()
+    network = _create_network(client, name)
+    aliases = {node.name: node.dns_names for node in topology.nodes}
+    for container in containers:
+        network.connect(container, aliases=aliases.get(container.labels.get(LABEL_NODE), []))
+    return network, ("the cluster network is now internal (nothing leaves the machine); "
+                     "its nodes restarted on it")
+
+
+def _create_network(client: docker.DockerClient, name: str):
+    return client.networks.create(network_name(name), driver="bridge", internal=True,
+                                  labels={LABEL_CLUSTER: name})
+
+
+def _ensure_front(client: docker.DockerClient, name: str):
+    """The login nodes' network, where Docker publishes their ssh port (see host/egress)."""
+    try:
+        return client.networks.get(front_network_name(name))
+    except NotFound:
+        return client.networks.create(
+            front_network_name(name), driver="bridge", labels={LABEL_CLUSTER: name},
+            options={"com.docker.network.bridge.name": egress.front_bridge(name)})
 
 
 def _ensure_volume(client: docker.DockerClient, name: str, volume: str, mount: str) -> None:
@@ -228,12 +267,16 @@ def _check_ports(topology: Topology, record: ClusterRecord, existing: dict) -> N
             )
 
 
-def _ensure_node(client, state: ClusterState, record: ClusterRecord, network, tags: dict,
-                 node: Node, container) -> None:
+def _ensure_node(client, state: ClusterState, record: ClusterRecord, network, front,
+                 tags: dict, node: Node, container) -> None:
     if container is not None and container.status == "running":
         return
     if container is None:
         container = _create(client, state, record, network, tags[node.node_class], node)
+    if front is not None and node.name in record.ports:
+        container.reload()
+        if front.name not in container.attrs["NetworkSettings"]["Networks"]:
+            front.connect(container)
     try:
         container.start()
     except APIError as err:
@@ -306,6 +349,7 @@ def destroy(name: str) -> list[str]:
     if containers:
         removed.append(f"{len(containers)} containers")
     label = {"label": f"{LABEL_CLUSTER}={name}"}
+    egress.remove(name)
     for network in client.networks.list(filters=label):
         network.remove()
         removed.append(f"network {network.name}")

@@ -31,7 +31,13 @@ def container_name(cluster: str, node: str) -> str:
 
 
 def network_name(cluster: str) -> str:
+    """The cluster's own network: internal (no route out of the machine)."""
     return f"{cluster}-net"
+
+
+def front_network_name(cluster: str) -> str:
+    """The login nodes' second network, where their ssh port is published from."""
+    return f"{cluster}-front"
 
 
 def volume_name(cluster: str, mount_point: str) -> str:
