@@ -23,7 +23,7 @@ class TileSession:
         self.state: str | None = None
         self._registered = False
 
-    def open(self, tiles: int, data_parallel: bool) -> list[str]:
+    def open(self, tiles: int) -> list[str]:
         try:
             from aitestbed.sambanova.snd.client import SndClient, SndError, SndUnavailable
         except ImportError:
@@ -32,8 +32,7 @@ class TileSession:
                 "RDU node (sn30-r[1-4]-h[1-2], sm-01, sm-02) with srun or sbatch") from None
         try:
             client = SndClient()
-            session = client.open_session(tiles=tiles, job_id=os.environ.get("SLURM_JOB_ID"),
-                                          data_parallel=data_parallel)
+            session = client.open_session(tiles=tiles, job_id=os.environ.get("SLURM_JOB_ID"))
         except SndUnavailable as err:
             raise RduUnavailableError(
                 f"no RDU device found: {err or 'snd does not answer on this host'}; run on an "

@@ -23,9 +23,9 @@ def test_tiles_are_named_as_sntilestat_lists_them():
     assert tile_names(3, 4) == [f"/XRDU_1/RDU_1/TILE_{t}" for t in range(4)]
 
 
-def _open(node: RduNode, tiles: int, job: str | None, pid: int = 100, dp: bool = False):
-    return node.open_session(pid=pid, start_ticks=1, user="alice", command="python app.py run",
-                             job_id=job, tiles=tiles, data_parallel=dp, now=0.0)
+def _open(node: RduNode, tiles: int, job: str | None, pid: int = 100, user: str = "alice"):
+    return node.open_session(pid=pid, start_ticks=1, user=user, command="python app.py run",
+                             job_id=job, tiles=tiles, now=0.0)
 
 
 def test_jobs_get_the_lowest_free_rdus_and_a_retried_prolog_gets_the_same():
@@ -61,16 +61,53 @@ def test_outside_slurm_there_is_no_rdu():
         _open(node, 4, None)
 
 
-def test_data_parallel_ranks_borrow_rdus_no_job_holds():
-    """The guide's --gres=rdu:1 --tasks-per-node 8 runs eight 4-tile instances per node."""
+def test_a_one_rdu_job_cannot_take_tiles_outside_its_rdu():
+    """B15: alice's 1-RDU job tries eight 4-tile sessions as data-parallel ranks would: two
+    share her RDU, the rest are refused, and bob's 6-RDU job gets its RDUs whole."""
+    node = RduNode("sn30-r1-h1", 8)
+    node.reserve("3", "alice", 1)
+    ranks = [_open(node, 4, "3", pid=200 + i) for i in range(2)]
+    assert {t for s in ranks for t in s.tiles} == set(tile_names(0, 8))
+    for pid in range(202, 208):
+        with pytest.raises(PlacementError, match=r"job 3 have no 4 free tiles together; in use "
+                                                 r"by PID 200 \(alice\), 201 \(alice\): its "
+                                                 r"processes need 12 tiles together, ask for "
+                                                 r"--gres=rdu:2"):
+            _open(node, 4, "3", pid=pid)
+    with pytest.raises(PlacementError, match="needs 16 tiles but job 3 holds 8 .*--gres=rdu:2"):
+        _open(node, 16, "3", pid=300)
+    assert {node._rdu_of(t) for s in node.sessions.values() for t in s.tiles} == {0}
+    bob = node.reserve("4", "bob", 6)
+    assert bob["rdus"] == [1, 2, 3, 4, 5, 6]
+    assert len(_open(node, 48, "4", pid=400, user="bob").tiles) == 48
+
+
+def test_a_job_holding_no_rdu_gets_no_tile():
+    """C80: even if a job reached the node with rdu:0, it could not take tiles."""
     node = RduNode("sm-01", 4)
-    node.reserve("9", "alice", 1)
-    node.reserve("10", "bob", 1)
-    sessions = [_open(node, 4, "9", pid=200 + i, dp=True) for i in range(7)]
+    node.reserve("5", "alice", 0)
+    with pytest.raises(PlacementError, match=r"needs 4 tiles but job 5 holds 0 .*--gres=rdu:1"):
+        _open(node, 4, "5")
+    assert not node.sessions
+
+
+@pytest.mark.parametrize(("tiles_per_rdu", "ranks", "rdus"), [
+    (8, 8, 8),  # the guide's Unet2d prun: sbatch --gres=rdu:1 --tasks-per-node 8 -> rdu:8
+    (8, 8, 4),  # two 4-tile ranks share an SN30 RDU's tiles
+    (8, 16, 8),  # GPT 1.5B: --ntasks-per-node 16 -> rdu:8, 16 x 4 tiles
+    (4, 8, 8),  # SN10 UNet (unet_all.sh): a 4-tile rank fills an SN10 RDU
+])
+def test_data_parallel_ranks_fit_in_their_jobs_rdus(tiles_per_rdu, ranks, rdus):
+    node = RduNode("node", tiles_per_rdu)
+    node.reserve("9", "alice", rdus)
+    node.reserve("10", "bob", 8 - rdus)
+    sessions = [_open(node, 4, "9", pid=200 + i) for i in range(ranks)]
     used = {t for s in sessions for t in s.tiles}
-    assert len(used) == 28 and not used & set(tile_names(1, 4))  # job 10's RDU is not lent
-    with pytest.raises(PlacementError):
-        _open(node, 4, "9", pid=300, dp=True)
+    assert len(used) == 4 * ranks
+    assert {node._rdu_of(t) for t in used} <= set(node.jobs["9"]["rdus"])
+    if ranks * 4 == rdus * tiles_per_rdu:
+        with pytest.raises(PlacementError, match="no 4 free tiles"):
+            _open(node, 4, "9", pid=300)
 
 
 def test_sessions_of_dead_processes_are_reaped_and_the_state_survives_a_restart():
@@ -124,6 +161,18 @@ def test_the_daemon_knows_the_caller_from_the_socket_and_frees_tiles_of_exited_p
     assert err.value.status == 404
     client.release("21")
     assert client.jobs() == {} and not any(r["pid"] for r in client.tiles())
+
+
+def test_the_daemon_ignores_a_data_parallel_flag_asking_for_more(snd):
+    """B15: a client that still sends data_parallel gets only its job's RDU."""
+    client = SndClient()
+    client.reserve("25", "root", 1)
+    for _ in range(2):
+        client._call("POST", "/sessions", {"tiles": 4, "job_id": "25", "data_parallel": True})
+    with pytest.raises(SndError, match="no 4 free tiles") as err:
+        client._call("POST", "/sessions", {"tiles": 4, "job_id": "25", "data_parallel": True})
+    assert err.value.status == 409
+    assert {r["tile"] for r in client.tiles() if r["pid"]} == set(tile_names(0, 8))
 
 
 def test_the_daemon_keeps_jobs_across_a_restart(snd, tmp_path):

@@ -160,7 +160,7 @@ class Runner:
                 "data_parallel"):
             raise PefError(f"{pef_path} was not compiled for data parallel: compile with "
                            "--data-parallel -ws <world size>")
-        self._open_tiles(document, str(pef_path), bool(args.get("data_parallel")))
+        self._open_tiles(document, str(pef_path))
         traced = _graph.trace(model, inputs)
         if traced.cross_entropy_int64:
             print(runtime.samba_line("Warning", "SAMBA", CROSS_ENTROPY_WARNING))
@@ -175,8 +175,8 @@ class Runner:
         set_output_tensors(model, traced.outputs, str(document.get("name", "pef")))
         return model.output_tensors
 
-    def _open_tiles(self, document: dict[str, Any], path: str, data_parallel: bool) -> None:
-        tiles = self._tiles.open(int(document.get("tiles", 4)), data_parallel)
+    def _open_tiles(self, document: dict[str, Any], path: str) -> None:
+        tiles = self._tiles.open(int(document.get("tiles", 4)))
         self._tiles.set_state("pload")
         platform = runtime.platform()
         if platform.sn10:

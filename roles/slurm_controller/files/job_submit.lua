@@ -8,8 +8,12 @@ IPUs are requested only this way, so --gres=ipu is refused with a hint.
 --[[
 SambaNova: plain srun/sbatch compile and run on one RDU ("In case of the need to
 use multiple RDUs ... sbatch --gres=rdu:2"), so a job that asks for no RDU gets
---gres=rdu:1, and the scheduler counts it. The cluster's settings say whether
-this controller schedules RDUs.
+--gres=rdu:1, and the scheduler counts it. Each task of a job runs its own PEF
+on the job's RDUs, and the guide runs eight data-parallel instances a node with
+`sbatch --gres=rdu:1 --tasks-per-node 8` ("All eight RDUs per node are to be
+used"): so a job with more tasks on a node than RDUs asked for holds one RDU per
+task there, up to the node's 8, and Slurm counts what the job uses. The
+cluster's settings say whether this controller schedules RDUs.
 ]]
 
 local function schedules_rdus()
@@ -43,6 +47,67 @@ local function add_tres_per_node(job_desc, tres)
 		job_desc.tres_per_node = job_desc.tres_per_node .. "," .. tres
 	else
 		job_desc.tres_per_node = tres
+	end
+end
+
+local RDUS_PER_NODE = 8
+-- What Slurm puts in a numeric field the request leaves unset (slurm.h).
+local NO_VAL16 = slurm.NO_VAL16 or 65534
+local NO_VAL = slurm.NO_VAL or 4294967294
+
+local function given(value, unset)
+	if type(value) ~= "number" or value < 1 or value >= unset then
+		return nil
+	end
+	return math.floor(value)
+end
+
+-- The most tasks the job may start on one node, or nil if it does not say:
+-- --ntasks-per-node, else --ntasks over --nodes (all of them on one node when
+-- no node count is given).
+local function tasks_per_node(job_desc)
+	local tasks = given(job_desc.num_tasks, NO_VAL)
+	local per_node = given(job_desc.ntasks_per_node, NO_VAL16)
+	if per_node ~= nil then
+		if tasks ~= nil and tasks < per_node then
+			return tasks
+		end
+		return per_node
+	end
+	if tasks == nil then
+		return nil
+	end
+	local nodes = given(job_desc.min_nodes, NO_VAL) or 1
+	return math.ceil(tasks / nodes)
+end
+
+-- A job's rdu count per node is at least its tasks per node (up to the node's
+-- RDUs): each task's PEF takes tiles of the job's own RDUs, and nowhere else.
+local function rdus_for_tasks(job_desc)
+	local tasks = tasks_per_node(job_desc)
+	local value = job_desc.tres_per_node
+	if tasks == nil or value == nil then
+		return
+	end
+	local want = math.min(tasks, RDUS_PER_NODE)
+	local entries = {}
+	local raised = false
+	for entry in string.gmatch(value, "[^,]+") do
+		local prefix = entry:match("^(gres[:/]rdu)$") or entry:match("^(gres[:/]rdu):%d+$")
+		if prefix ~= nil then
+			local asked = tonumber(entry:match(":(%d+)$")) or 1
+			if asked < want then
+				entry = string.format("%s:%d", prefix, want)
+				raised = true
+			end
+		end
+		entries[#entries + 1] = entry
+	end
+	if raised then
+		job_desc.tres_per_node = table.concat(entries, ",")
+		slurm.log_user(string.format(
+			"rdu: %d tasks per node use %d RDUs per node; the job asks for --gres=rdu:%d",
+			tasks, want, want))
 	end
 end
 
@@ -99,6 +164,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 		if not asks_for_gres(job_desc, "rdu") then
 			add_tres_per_node(job_desc, "gres:rdu:1")
 		end
+		rdus_for_tasks(job_desc)
 		return slurm.SUCCESS
 	end
 	local option = ipus_option(job_desc)

@@ -69,10 +69,8 @@ class SndClient:
     def release(self, job_id: str) -> None:
         self._call("DELETE", f"/jobs/{job_id}")
 
-    def open_session(self, tiles: int, job_id: str | None = None,
-                     data_parallel: bool = False) -> dict:
-        return self._call("POST", "/sessions", {"tiles": tiles, "job_id": job_id,
-                                                "data_parallel": data_parallel})
+    def open_session(self, tiles: int, job_id: str | None = None) -> dict:
+        return self._call("POST", "/sessions", {"tiles": tiles, "job_id": job_id})
 
     def set_state(self, session_id: str, state: str) -> None:
         self._call("PUT", f"/sessions/{session_id}/state", {"state": state})

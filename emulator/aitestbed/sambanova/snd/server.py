@@ -5,7 +5,7 @@
   GET    /jobs                   the jobs holding RDUs
   PUT    /jobs/ID                {"user", "rdus"}   (root: Slurm's prolog)
   DELETE /jobs/ID                                   (root: Slurm's epilog)
-  POST   /sessions               {"tiles", "job_id", "data_parallel"} -> {"id", "tiles"}
+  POST   /sessions               {"tiles", "job_id"} -> {"id", "tiles"}  (the job's RDUs only)
   PUT    /sessions/ID/state      {"state": "pload" | "exec" | "idle"}
   DELETE /sessions/ID
 The caller's PID and user come from the socket (SO_PEERCRED), never from the
@@ -150,8 +150,7 @@ class _Handler(JsonHandler):
                 start = process_start_ticks(pid)
                 session = rdus.open_session(
                     pid=pid, start_ticks=start or 0, user=user, command=process_command(pid),
-                    job_id=body.get("job_id"), tiles=int(body["tiles"]),
-                    data_parallel=bool(body.get("data_parallel")), caller_is_root=uid == 0)
+                    job_id=body.get("job_id"), tiles=int(body["tiles"]), caller_is_root=uid == 0)
                 self.server.journal("session", job=session.job_id, user=user,
                                     command=session.command, tiles=session.tiles)
                 return 200, {"id": session.id, "tiles": session.tiles}, True

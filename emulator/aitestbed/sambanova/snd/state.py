@@ -2,9 +2,11 @@
 
 Slurm's prolog reserves RDUs for a job (its `--gres=rdu:N` on this node); the
 SambaFlow runtime of each process then opens a session holding the tiles its
-PEF was compiled for, taken from its job's RDUs. Data-parallel ranks may also
-borrow RDUs no job holds: the guide's `sbatch --gres=rdu:1 --tasks-per-node 8`
-runs eight instances on a node ("all eight RDUs per node are to be used").
+PEF was compiled for, taken from its job's RDUs and from nowhere else, so the
+RDUs a job uses are the RDUs Slurm gave it. Data-parallel ranks share their
+job's RDUs (two 4-tile ranks fill an SN30 RDU): for the guide's
+`sbatch --gres=rdu:1 --tasks-per-node 8` ("all eight RDUs per node are to be
+used") job_submit.lua makes the job hold one RDU per task on a node, up to 8.
 A session ends when its process does; snd notices through `reap`.
 
 Times are per state (program load, execute, idle) since the session opened,
@@ -140,8 +142,8 @@ class RduNode:
         return [t for r in whole[:count] for t in self.rdu_tiles(r)][:needed]
 
     def open_session(self, *, pid: int, start_ticks: int, user: str, command: str,
-                     job_id: str | None, tiles: int, data_parallel: bool = False,
-                     now: float | None = None, caller_is_root: bool = False) -> Session:
+                     job_id: str | None, tiles: int, now: float | None = None,
+                     caller_is_root: bool = False) -> Session:
         if tiles < 1:
             raise PlacementError(f"a PEF needs at least one tile, not {tiles}")
         if not job_id:
@@ -155,22 +157,25 @@ class RduNode:
             raise ForbiddenError(f"job {job_id} belongs to {job['user']}, not {user}")
         per_rdu = self.tiles_per_rdu
         held = len(job["rdus"]) * per_rdu
-        if tiles > held and not data_parallel:
+        if tiles > held:
             raise PlacementError(
                 f"the PEF needs {tiles} tiles but job {job_id} holds {held} "
                 f"({len(job['rdus'])} RDU(s) of {per_rdu} tiles on {self.platform}): "
                 f"ask for --gres=rdu:{-(-tiles // per_rdu)}")
         busy = self._busy_tiles()
         chosen = self._fit(job["rdus"], tiles, busy)
-        if chosen is None and data_parallel:
-            lendable = [r for r in range(RDUS_PER_NODE) if r not in self.reserved_rdus()]
-            chosen = self._fit(lendable, tiles, busy)
         if chosen is None:
             users = sorted({f"{s.pid} ({s.user})" for t, s in busy.items()
                             if self._rdu_of(t) in job["rdus"]})
+            # What the job's processes would need together, this one included.
+            together = tiles + sum(len(s.tiles) for s in self.sessions.values()
+                                   if s.job_id == job_id)
+            rdus = -(-together // per_rdu)
+            hint = (f": its processes need {together} tiles together, ask for "
+                    f"--gres=rdu:{rdus}" if len(job["rdus"]) < rdus <= RDUS_PER_NODE else "")
             raise PlacementError(
                 f"the PEF needs {tiles} tiles and the RDUs of job {job_id} have no "
-                f"{tiles} free tiles together; in use by PID {', '.join(users) or '-'}")
+                f"{tiles} free tiles together; in use by PID {', '.join(users) or '-'}{hint}")
         now = time.time() if now is None else now
         session = Session(id=f"{pid}-{next(self._ids)}", pid=pid, start_ticks=start_ticks,
                           user=user, command=command, job_id=job_id, tiles=chosen,
