@@ -58,3 +58,10 @@ def test_the_uid_is_read_from_unmunge_s_metadata():
     assert munge.uid_of("STATUS:  Success (0)\nUID:   ? (4242)\nGID:   x (7)\n") == 4242
     with pytest.raises(munge.MungeError, match="no UID"):
         munge.uid_of("STATUS:  Success (0)\n")
+
+
+def test_a_tool_that_cannot_be_run_is_a_munge_error(tools):
+    tools("munge")
+    (tools.dir / "munge").chmod(0o644)
+    with pytest.raises(munge.MungeError, match="munge could not be run: Permission denied"):
+        munge.encode()

@@ -32,6 +32,8 @@ def _run(argv: list[str], stdin: str = "") -> str:
                                 timeout=TIMEOUT_S, check=False)
     except FileNotFoundError:
         raise MungeError(f"{argv[0]} is not installed here (Debian's munge package)") from None
+    except OSError as err:
+        raise MungeError(f"{argv[0]} could not be run: {err.strerror}") from None
     except subprocess.TimeoutExpired:
         raise MungeError(f"{argv[0]} did not answer within {TIMEOUT_S:.0f} s "
                          "(is munged running?)") from None
