@@ -58,7 +58,9 @@ def sbatch_until_completed(count: int, random_phase: bool) -> dict:
 
 def ipus_in_use() -> tuple[int, int]:
     """(IPUs in V-IPU partitions, ipu GRES Slurm has allocated)."""
-    partitions = json.load(urllib.request.urlopen(VIPU))["partitions"]
+    credential = run("munge", "-n").strip()  # the server shows a user their own partitions
+    request = urllib.request.Request(VIPU, headers={"Authorization": f"MUNGE {credential}"})
+    partitions = json.load(urllib.request.urlopen(request))["partitions"]
     nodes = run("scontrol", "show", "node", "-d")
     gres = sum(int(count) for count in re.findall(r"GresUsed=ipu:(\d+)", nodes))
     return sum(len(p["ipus"]) for p in partitions), gres

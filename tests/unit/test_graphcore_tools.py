@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 from aitestbed.graphcore import gc_info, gc_monitor, popc, poprun
+from aitestbed.graphcore.vipu import server as vipu_server
 from aitestbed.graphcore.vipu.client import VipuClient
 from aitestbed.graphcore.vipu.pod import Pod
 from aitestbed.graphcore.vipu.server import VipuServer
+from aitestbed.node import munge
 
 pytestmark = pytest.mark.unit
 
@@ -404,6 +406,39 @@ def test_gc_info_with_no_vipu_server_is_one_clear_line(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("gc-info: V-IPU server 127.0.0.1:1 does not answer")
     assert err.count("\n") == 1
+
+
+def test_gc_info_on_another_users_partition_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    """B12/B13: reads are owner-bound. As seen from another node (not the server's own
+    host): mallory points gc-info at learner's partition; then without munged at all."""
+    gres = tmp_path / "gres.conf"
+    gres.write_text(GRES)
+    server = VipuServer(("127.0.0.1", 0), Pod.from_files(gres), tmp_path,
+                        identify=lambda credential: 21101, local_reads_all=False)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        VipuClient(host="127.0.0.1", port=server.server_address[1], token=server.token
+                   ).create_partition("slurm_42", {"gc-poplar-02": 4}, job_id="42", user="learner")
+        monkeypatch.setattr(vipu_server, "user_name", {21101: "mallory"}.get)
+        monkeypatch.setattr(munge, "encode", lambda: "MUNGE:mallory:")
+        monkeypatch.setenv("IPUOF_VIPU_API_HOST", "127.0.0.1")
+        monkeypatch.setenv("IPUOF_VIPU_API_PORT", str(server.server_address[1]))
+        monkeypatch.setenv("IPUOF_VIPU_API_PARTITION_ID", "slurm_42")
+        assert gc_info.main(["-l"]) == 1
+        assert capsys.readouterr().err == (
+            "gc-info: partition slurm_42 belongs to another user's job: a V-IPU partition is "
+            "read by the owner of its job only\n")
+
+        def no_munged():
+            raise munge.MungeError("munged is not running")
+        monkeypatch.setattr(munge, "encode", no_munged)
+        assert gc_monitor.main(["--all-partitions"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("gc-monitor: the V-IPU server answers only the cluster's users")
+        assert err.endswith("(munge -n: munged is not running)\n") and err.count("\n") == 1
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_gc_monitor_shows_every_partition_with_all_partitions(job, vipu, capsys, monkeypatch):

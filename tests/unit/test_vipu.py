@@ -3,9 +3,11 @@
 import threading
 
 import pytest
+from aitestbed.graphcore.vipu import server as vipu_server
 from aitestbed.graphcore.vipu.client import VipuClient, VipuError
 from aitestbed.graphcore.vipu.pod import Pod, PodError
 from aitestbed.graphcore.vipu.server import VipuServer
+from aitestbed.node.munge import MungeError
 
 GRES = "".join(f"NodeName=gc-poplar-0{i} Name=ipu Count=16\n" for i in range(1, 5))
 
@@ -39,8 +41,8 @@ def server(tmp_path):
     gres.write_text(GRES)
     servers = []
 
-    def start():
-        srv = VipuServer(("127.0.0.1", 0), Pod.from_files(gres), tmp_path)
+    def start(**options):
+        srv = VipuServer(("127.0.0.1", 0), Pod.from_files(gres), tmp_path, **options)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         servers.append(srv)
         return VipuClient(host="127.0.0.1", port=srv.server_address[1], token=srv.token)
@@ -89,8 +91,103 @@ def test_only_the_administrator_changes_partitions(server, tmp_path):
         with pytest.raises(VipuError) as err:
             user.create_partition("hog", {"gc-poplar-01": 16, "gc-poplar-02": 12})
         assert err.value.status == 403
-        assert user.partition("slurm_23")["user"] == "bob"  # reading is open, as before
     assert [p["name"] for p in admin.partitions()] == ["slurm_23"]
     token_file = tmp_path / "admin.token"
     assert token_file.stat().st_mode & 0o777 == 0o640
     assert VipuClient.admin(admin.host, str(token_file)).token == admin.token
+
+
+# --- who reads (security review B12/B13: reads are owner-bound) ---------------------------------
+
+# What munged would vouch for: each user's credential names their uid.
+UIDS = {"bob": 21002, "mallory": 21101, "root": 0}
+CREDENTIALS = {f"MUNGE:{name}AAAAAAAAAAAAAAAAAAAA=:": uid for name, uid in UIDS.items()}
+
+
+def fake_unmunge(credential: str) -> int:
+    if credential not in CREDENTIALS:
+        raise MungeError("Invalid credential")
+    return CREDENTIALS[credential]
+
+
+def no_munged() -> str:
+    raise MungeError("munged is not running")
+
+
+@pytest.fixture
+def pod_of_two_users(server, monkeypatch):
+    """A server reached as from another node (not its own loopback), with bob's job 23
+    and mallory's job 24 running; (the administrator's client, a client for a user)."""
+    monkeypatch.setattr(vipu_server, "user_name", {u: n for n, u in UIDS.items()}.get)
+    admin = server(identify=fake_unmunge, local_reads_all=False)
+    admin.create_partition("slurm_23", {"gc-poplar-02": 4}, job_id="23", user="bob")
+    admin.create_partition("slurm_24", {"gc-poplar-03": 1}, job_id="24", user="mallory")
+
+    def as_user(name: str | None) -> VipuClient:
+        def credential() -> str:
+            if name is None:
+                raise MungeError("munge is not installed here (Debian's munge package)")
+            return f"MUNGE:{name}AAAAAAAAAAAAAAAAAAAA=:"
+        return VipuClient(host=admin.host, port=admin.port, credential=credential)
+
+    return admin, as_user
+
+
+def test_a_user_reads_only_the_partitions_of_their_own_jobs(pod_of_two_users):
+    _, as_user = pod_of_two_users
+    bob = as_user("bob")
+    assert bob.partition("slurm_23")["ipus"] == [16, 17, 18, 19]
+    assert [p["name"] for p in bob.partitions()] == ["slurm_23"]
+    with pytest.raises(VipuError) as err:
+        as_user("mallory").partition("slurm_23")
+    assert err.value.status == 403
+    assert str(err.value) == ("partition slurm_23 belongs to another user's job: a V-IPU "
+                              "partition is read by the owner of its job only")
+    assert [p["name"] for p in as_user("mallory").partitions()] == ["slurm_24"]
+    with pytest.raises(VipuError) as err:
+        as_user("bob").partition("slurm_99")
+    assert err.value.status == 404
+
+
+def test_the_administrator_and_root_read_every_partition(pod_of_two_users):
+    admin, as_user = pod_of_two_users
+    assert [p["name"] for p in admin.partitions()] == ["slurm_23", "slurm_24"]
+    assert admin.partition("slurm_24")["user"] == "mallory"
+    assert len(as_user("root").partitions()) == 2  # root on a node of the cluster
+
+
+@pytest.mark.parametrize("who, token, message", [
+    (None, None, "this request carries no MUNGE credential (the Poplar SDK's tools send one; "
+                 "run them on a node of the Graphcore cluster) (munge -n: munge is not "
+                 "installed here (Debian's munge package))"),
+    ("forged", None, "the MUNGE credential was refused: Invalid credential"),
+    (None, "0" * 64, "the token given is not the V-IPU server's"),
+])
+def test_a_reader_without_a_valid_credential_is_refused(pod_of_two_users, who, token, message):
+    admin, as_user = pod_of_two_users
+    client = as_user(who)
+    client.token = token
+    for read in (lambda: client.partition("slurm_23"), client.partitions):
+        with pytest.raises(VipuError) as err:
+            read()
+        assert err.value.status == 401
+        assert str(err.value).endswith(message)
+    assert client.ping() == {"status": "ok"}  # the health check and the POD stay open
+    assert client.pod()["size"] == 64
+
+
+def test_the_server_s_own_host_reads_every_partition(server):
+    """On the controller (loopback) only root and Slurm's daemons run: they read all."""
+    admin = server()
+    admin.create_partition("slurm_23", {"gc-poplar-02": 4}, job_id="23", user="bob")
+    local = VipuClient(host=admin.host, port=admin.port, credential=no_munged)
+    assert [p["name"] for p in local.partitions()] == ["slurm_23"]
+
+
+def test_a_user_s_user_name_unknown_to_the_server_reads_nothing(pod_of_two_users, monkeypatch):
+    _, as_user = pod_of_two_users
+    monkeypatch.setattr(vipu_server, "user_name", lambda uid: None)
+    assert as_user("bob").partitions() == []
+    with pytest.raises(VipuError) as err:
+        as_user("bob").partition("slurm_23")
+    assert err.value.status == 403

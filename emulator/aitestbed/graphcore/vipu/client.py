@@ -1,4 +1,9 @@
-"""Talk to the V-IPU server (IPUOF_VIPU_API_HOST / IPUOF_VIPU_API_PORT)."""
+"""Talk to the V-IPU server (IPUOF_VIPU_API_HOST / IPUOF_VIPU_API_PORT).
+
+A user's reads carry a MUNGE credential of the calling process (aitestbed.node.munge),
+made afresh for each request, so the server shows a user the partitions of their own
+jobs; Slurm's hooks use the administrator's token instead.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,9 @@ import os
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+
+from aitestbed.node import munge
 
 DEFAULT_PORT = 8090
 # On the controller: the server's state directory (roles/vipu_server) and its token.
@@ -21,11 +29,13 @@ class VipuError(RuntimeError):
 
 class VipuClient:
     def __init__(self, host: str | None = None, port: int | None = None, timeout: float = 10,
-                 token: str | None = None):
+                 token: str | None = None, credential: Callable[[], str] | None = None):
         self.host = host or os.environ.get("IPUOF_VIPU_API_HOST", "vipu")
         self.port = int(port or os.environ.get("IPUOF_VIPU_API_PORT", DEFAULT_PORT))
         self.timeout = timeout
         self.token = token  # the administrator's: only Slurm's hooks change partitions
+        # A user's: who reads (default `munge -n`; MungeError when none can be made).
+        self.credential = credential
 
     @classmethod
     def admin(cls, host: str, token_file: str = ADMIN_TOKEN) -> VipuClient:
@@ -33,11 +43,18 @@ class VipuClient:
         with open(token_file) as source:
             return cls(host=host, token=source.read().strip())
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+    def _call(self, method: str, path: str, body: dict | None = None,
+              authenticate: bool = True) -> dict:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"}
+        no_credential = ""
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        elif authenticate:
+            try:
+                headers["Authorization"] = f"MUNGE {(self.credential or munge.encode)()}"
+            except munge.MungeError as err:  # the server says what it needs
+                no_credential = f" (munge -n: {err})"
         request = urllib.request.Request(
             f"http://{self.host}:{self.port}/api/v1{path}", data=data, method=method,
             headers=headers)
@@ -49,18 +66,21 @@ class VipuClient:
                 message = json.loads(err.read()).get("error", str(err))
             except ValueError:
                 message = str(err)
+            if err.code == 401:
+                message += no_credential
             raise VipuError(message, err.code) from None
         except (urllib.error.URLError, OSError) as err:
             raise VipuError(f"V-IPU server {self.host}:{self.port} does not answer: "
                             f"{getattr(err, 'reason', err)}") from None
 
     def ping(self) -> dict:
-        return self._call("GET", "/ping")
+        return self._call("GET", "/ping", authenticate=False)
 
     def pod(self) -> dict:
-        return self._call("GET", "/pod")
+        return self._call("GET", "/pod", authenticate=False)
 
     def partitions(self) -> list[dict]:
+        """The partitions this user's jobs own (every one for the administrator)."""
         return self._call("GET", "/partitions")["partitions"]
 
     def partition(self, name: str) -> dict:

@@ -2,8 +2,8 @@
 
   GET    /api/v1/ping                    {"status": "ok"}
   GET    /api/v1/pod                     hosts and their IPU ids
-  GET    /api/v1/partitions              every partition
-  GET    /api/v1/partitions/NAME         one partition (404 when absent)
+  GET    /api/v1/partitions              the partitions the caller may read
+  GET    /api/v1/partitions/NAME         one partition (404 when absent, 403 when not yours)
   PUT    /api/v1/partitions/NAME         {"hosts": {host: count}, "job_id", "user"}
   DELETE /api/v1/partitions/NAME
 Partitions are saved to the state directory on every change, so a restart of
@@ -12,7 +12,14 @@ the server (or of its host) keeps the partitions of running jobs.
 Only Slurm's PrologSlurmctld and EpilogSlurmctld change partitions, as at ALCF:
 PUT and DELETE need the administrator's token (`Authorization: Bearer ...`), which
 the server keeps in its state directory readable by root and SlurmUser only
-(admin.token, made at its first start). Users' tools only read.
+(admin.token, made at its first start).
+
+Users' tools only read, and only their own jobs' partitions: a request carries a
+MUNGE credential (`Authorization: MUNGE <credential>`, made by `munge -n` on any node
+of the cluster, as Slurm's own commands prove who runs them), and a partition is
+read by the user whose job it belongs to. The administrator's token, root's
+credential, and requests from the server's own host (the controller, where users do
+not log in) read every partition.
 """
 
 from __future__ import annotations
@@ -20,20 +27,49 @@ from __future__ import annotations
 import argparse
 import grp
 import hmac
+import ipaddress
 import json
 import os
+import pwd
 import secrets
 import threading
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from aitestbed.graphcore.vipu.pod import Pod, PodError
+from aitestbed.graphcore.vipu.pod import Partition, Pod, PodError
+from aitestbed.node import munge
 from aitestbed.node.daemon import JsonHandler, save_json
 
 API = "/api/v1"
 TOKEN_FILE = "admin.token"
 FORBIDDEN = "only Slurm's prolog and epilog (the controller's SlurmUser) may change partitions"
+NO_CREDENTIAL = ("the V-IPU server answers only the cluster's users: this request carries no "
+                 "MUNGE credential (the Poplar SDK's tools send one; run them on a node of the "
+                 "Graphcore cluster)")
+NOT_YOURS = ("partition {name} belongs to another user's job: a V-IPU partition is read by "
+             "the owner of its job only")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request comes from: a user munge vouches for, or the administrator."""
+
+    user: str | None = None
+    admin: bool = False
+
+
+def may_read(caller: Caller, partition: Partition) -> bool:
+    """The administrator reads every partition; a user those of their own jobs."""
+    return caller.admin or bool(caller.user and caller.user == partition.user)
+
+
+def user_name(uid: int) -> str | None:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
 
 
 def admin_token(state_dir: Path, group: str = "slurm") -> str:
@@ -56,10 +92,13 @@ def admin_token(state_dir: Path, group: str = "slurm") -> str:
 class VipuServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], pod: Pod, state_dir: Path):
+    def __init__(self, address: tuple[str, int], pod: Pod, state_dir: Path, *,
+                 identify: Callable[[str], int] = munge.decode, local_reads_all: bool = True):
         super().__init__(address, _Handler)
         self.pod = pod
         self.token = admin_token(state_dir)
+        self.identify = identify  # a MUNGE credential -> the uid that made it (MungeError)
+        self.local_reads_all = local_reads_all
         self.lock = threading.Lock()
         self.state_file = state_dir / "partitions.json"
         if self.state_file.is_file():
@@ -78,21 +117,55 @@ class _Handler(JsonHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         pod = self.server.pod
-        with self.server.lock:
-            if self.path == f"{API}/ping":
-                return self.reply(200, {"status": "ok"})
-            if self.path == f"{API}/pod":
+        if self.path == f"{API}/ping":
+            return self.reply(200, {"status": "ok"})
+        if self.path == f"{API}/pod":
+            with self.server.lock:
                 return self.reply(200, {"hosts": pod.hosts, "size": pod.size})
-            if self.path == f"{API}/partitions":
-                return self.reply(200, pod.to_dict())
-            name = self._partition_name()
-            if name and name in pod.partitions:
-                return self.reply(200, asdict(pod.partitions[name]))
-        self.reply(404, {"error": f"not found: {self.path}"})
+        name = self._partition_name()
+        if self.path != f"{API}/partitions" and not name:
+            return self.reply(404, {"error": f"not found: {self.path}"})
+        caller = self._caller()
+        if caller is None:
+            return None
+        with self.server.lock:
+            if not name:
+                return self.reply(200, {"partitions": [
+                    asdict(p) for p in pod.partitions.values() if may_read(caller, p)]})
+            partition = pod.partitions.get(name)
+            if partition is None:
+                return self.reply(404, {"error": f"not found: {self.path}"})
+            if not may_read(caller, partition):
+                return self.reply(403, {"error": NOT_YOURS.format(name=name)})
+            return self.reply(200, asdict(partition))
+
+    def _is_admin_token(self, token: str) -> bool:
+        return hmac.compare_digest(token.encode(), self.server.token.encode())
+
+    def _caller(self) -> Caller | None:
+        """Who asks (a reader), or None once refused with 401."""
+        scheme, _, value = self.headers.get("Authorization", "").partition(" ")
+        value = value.strip()
+        if scheme == "Bearer":
+            if self._is_admin_token(value):
+                return Caller(admin=True)
+            self.reply(401, {"error": "the token given is not the V-IPU server's"})
+            return None
+        if scheme.upper() == "MUNGE":
+            try:
+                uid = self.server.identify(value)
+            except munge.MungeError as err:
+                self.reply(401, {"error": f"the MUNGE credential was refused: {err}"})
+                return None
+            return Caller(admin=True) if uid == 0 else Caller(user=user_name(uid))
+        if self.server.local_reads_all and _is_loopback(self.client_address[0]):
+            return Caller(admin=True)  # the controller itself: root and Slurm's daemons
+        self.reply(401, {"error": NO_CREDENTIAL})
+        return None
 
     def _authorized(self) -> bool:
         scheme, _, token = self.headers.get("Authorization", "").partition(" ")
-        if scheme == "Bearer" and hmac.compare_digest(token.encode(), self.server.token.encode()):
+        if scheme == "Bearer" and self._is_admin_token(token):
             return True
         self.reply(403, {"error": FORBIDDEN})
         return False
@@ -128,6 +201,13 @@ class _Handler(JsonHandler):
                 return self.reply(err.status, {"error": str(err)})
             self.server.save()
         self.reply(200, {"removed": name})
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> None:
