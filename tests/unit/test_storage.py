@@ -4,14 +4,17 @@ the decisions, then `up`'s choice, then (as root, with a loop device) the real t
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from aitestbed.host import storage
+from aitestbed.host import lifecycle, storage
 from aitestbed.host.errors import AitestbedError
+from aitestbed.host.state import ClusterRecord, ClusterState
 from aitestbed.node import quota
 
 GIB, MIB = 2**30, 2**20
@@ -151,6 +154,87 @@ def test_losetup_listing_is_read():
     out = ("/dev/loop0: [65024]:9980017 (/s/home.img)\n"
            "/dev/loop7: [65024]:9980017 (/s/home.img)\n")
     assert storage.loop_devices(out) == ["/dev/loop0", "/dev/loop7"]
+
+
+# -- what `up` chooses ----------------------------------------------------------------
+
+
+def _topology(caps=None):
+    node = SimpleNamespace(mounts=("/home", "/projects", "/software"))
+    return SimpleNamespace(nodes=[node], common_vars={"shared_storage_caps": caps})
+
+
+def _record(storage_kind: str, note: str = "") -> ClusterRecord:
+    return ClusterRecord(name="t", profile="mini", inventory="", systems=None, user="u",
+                         storage=storage_kind, storage_note=note)
+
+
+def test_a_record_from_before_storage_kinds_keeps_its_volumes(isolated_state):
+    state = ClusterState("old")
+    state.root.mkdir(parents=True)
+    state.record_path.write_text(json.dumps(
+        {"name": "old", "profile": "mini", "inventory": "", "systems": None, "user": "u",
+         "ports": {}}))
+    record = state.load()
+    assert record.storage == "volume"
+    warnings, notes = lifecycle.shared_storage(state, record, _topology())
+    assert warnings == [lifecycle.NOT_ENFORCED + lifecycle.KEPT_VOLUMES] and notes == []
+    assert len(warnings[0].splitlines()) == 1
+
+
+def test_a_new_cluster_on_a_host_that_cannot_mount_gets_volumes_and_one_line(
+        isolated_state, monkeypatch):
+    monkeypatch.setattr(storage, "unavailable", lambda: "only root can loop-mount them")
+    monkeypatch.setattr(storage, "create", lambda *a: pytest.fail("must not try"))
+    state, record = ClusterState("new"), _record("")
+    warnings, _ = lifecycle.shared_storage(state, record, _topology())
+    assert warnings == ["/home and /projects quotas are reported, not enforced: only root "
+                        "can loop-mount them"]
+    assert state.load().storage == "volume"
+    assert lifecycle._on_image(record, "/home") is False
+    # The next `up` says the same, and does not try again.
+    assert lifecycle.shared_storage(state, state.load(), _topology())[0] == warnings
+
+
+def test_a_new_cluster_whose_mount_is_refused_falls_back(isolated_state, monkeypatch):
+    monkeypatch.setattr(storage, "unavailable", lambda: None)
+
+    def refused(root, sizes, label):
+        raise storage.Unavailable("cannot mount /home: mount: unknown filesystem type")
+
+    monkeypatch.setattr(storage, "create", refused)
+    state, record = ClusterState("new"), _record("")
+    warnings, _ = lifecycle.shared_storage(state, record, _topology())
+    assert "not enforced: cannot mount /home: mount: unknown" in warnings[0]
+    assert record.storage == "volume"
+
+
+def test_a_new_cluster_gets_images_of_the_inventorys_caps(isolated_state, monkeypatch):
+    made, mounted = {}, []
+    monkeypatch.setattr(storage, "unavailable", lambda: None)
+    monkeypatch.setattr(storage, "create", lambda root, sizes, label: made.update(sizes))
+    monkeypatch.setattr(storage, "ensure_mounted", lambda layout: mounted.append(layout.mount))
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: SimpleNamespace(free=100 * GIB))
+    state, record = ClusterState("new"), _record("")
+    warnings, notes = lifecycle.shared_storage(state, record, _topology({"/home": "2G"}))
+    assert made == {"/home": 2 * GIB, "/projects": 20 * GIB}
+    assert warnings == [] and notes[0].startswith(
+        "/home (2.0G) and /projects (20.0G) on file systems of their own, quotas enforced")
+    assert state.load().storage == "image" and mounted == ["/home", "/projects"]
+    assert lifecycle._on_image(record, "/projects") and not lifecycle._on_image(
+        record, "/software")
+
+
+def test_an_image_cluster_never_falls_back_to_volumes(isolated_state, monkeypatch):
+    def refused(layout):
+        raise storage.StorageError(f"cannot mount {layout.mount}: permission denied")
+
+    monkeypatch.setattr(storage, "ensure_mounted", refused)
+    monkeypatch.setattr(storage, "create", lambda *a: pytest.fail("must not make new ones"))
+    state, record = ClusterState("img"), _record("image")
+    with pytest.raises(AitestbedError, match="cannot mount /home: permission denied"):
+        lifecycle.shared_storage(state, record, _topology())
+    assert record.storage == "image"
 
 
 # -- the real thing (root, a loop device, btrfs) ---------------------------------------
