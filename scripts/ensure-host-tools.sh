@@ -17,11 +17,17 @@ command -v lua5.3 >/dev/null 2>&1 || missing+=(lua5.3)
 # Unit tests of the vendor facades run on Debian's CPU PyTorch (the venv sees it).
 "$python" -c 'import torch, torchvision, tqdm' >/dev/null 2>&1 ||
   missing+=(python3-torch python3-torchvision python3-tqdm)
-[ ${#missing[@]} -eq 0 ] && exit 0
+# Each cluster's /home and /projects on btrfs images with quotas (aitestbed.host.storage).
+# Optional: only root mounts them, and without them `up` keeps Docker volumes (it says so).
+optional=()
+command -v mkfs.btrfs >/dev/null 2>&1 || optional+=(btrfs-progs)
 if [ ! -r /etc/debian_version ] || [ "$(id -u)" -ne 0 ]; then
+  [ ${#missing[@]} -eq 0 ] && exit 0
   echo "aitestbed: missing host packages: ${missing[*]}: install them and run this again" >&2
   exit 1
 fi
+missing+=("${optional[@]}")
+[ ${#missing[@]} -eq 0 ] && exit 0
 echo "aitestbed: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq

@@ -65,6 +65,8 @@ def up(ctx: click.Context, profile: str | None, systems: str | None, wait: bool,
     result = lifecycle.up(name, profile, parse_systems(systems), practice_user_name(),
                           wait=wait, timeout=timeout, recreate=recreate)
     topology = result.topology
+    for note in result.notes:
+        click.echo(f"aitestbed: {note}", err=True)
     for warning in result.warnings:
         click.echo(f"aitestbed: warning: {warning}", err=True)
     if result.replaced:

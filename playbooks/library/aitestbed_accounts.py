@@ -52,6 +52,7 @@ def main() -> None:
         "today": {"type": "str"},
     }, supports_check_mode=False)
     try:
+        from aitestbed.host import storage
         from aitestbed.host.accounts import AccountError, Spec
         from aitestbed.host.errors import AitestbedError
         from aitestbed.host.inventory import load as load_inventory
@@ -97,6 +98,12 @@ def main() -> None:
                 result["changed"] = True
         topology = load_inventory(record.profile, record.systems)
         result["accounts"] = state.publish_accounts(topology, registry, spec.system_groups)
+        if record.storage == "image":
+            # Each home and project directory a subvolume with its quota, on the host,
+            # before the nodes apply the accounts (aitestbed.host.storage).
+            for warning in storage.apply_accounts(state.root, storage.topology_mounts(topology),
+                                                  result["accounts"]):
+                module.warn(warning)
     except (AccountError, AitestbedError) as err:
         module.fail_json(msg=str(err))
     module.exit_json(**result)

@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from aitestbed.node import quota
@@ -243,3 +244,46 @@ def test_the_accounts_file_is_the_one_the_cluster_mount_carries(monkeypatch):
     from aitestbed.node.config import CLUSTER_DIR
     monkeypatch.delenv("AITESTBED_ACCOUNTS", raising=False)
     assert quota.accounts_path() == CLUSTER_DIR / "accounts.json"
+
+
+MOUNTINFO = """\
+22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+600 22 0:207 /tree /home rw,nosuid,nodev - btrfs /dev/loop3 rw,subvolid=5,subvol=/
+601 22 0:208 / /projects\\040x rw - btrfs /dev/loop4 rw
+"""
+
+
+def test_the_file_system_of_a_path_is_its_longest_mount_point():
+    assert quota.fs_type(Path("/home/alice/data"), MOUNTINFO) == "btrfs"
+    assert quota.fs_type(Path("/home"), MOUNTINFO) == "btrfs"
+    assert quota.fs_type(Path("/homes"), MOUNTINFO) == "ext4"
+    assert quota.fs_type(Path("/projects x/p"), MOUNTINFO) == "btrfs"
+
+
+def test_a_plain_directory_is_not_enforced(tmp_path):
+    assert quota.bytes_enforced(tmp_path) is False  # not a btrfs subvolume
+    assert quota.bytes_enforced(tmp_path / "missing") is False
+
+
+def test_enforced_quotas_say_so_with_the_clusters_cap(testbed, capsys, monkeypatch):
+    root, _ = testbed
+    monkeypatch.setattr(quota, "bytes_enforced", lambda path: True)
+    code, out, _ = run(capsys)
+    assert code == 0
+    assert 'Byte quotas are enforced: a write past one fails with "Disk quota exceeded"' in out
+    assert "File quotas are reported, not enforced." in out
+    assert "This cluster's /home holds" in out and "This cluster's /projects holds" in out
+    assert "reported, not enforced, in the emulated testbed" not in out
+    code, out, _ = run(capsys, "--json")
+    data = json.loads(out)
+    assert data["enforced"] is True and all(q["enforced"] for q in data["quotas"])
+
+
+def test_only_some_enforced_says_which(testbed, capsys, monkeypatch):
+    monkeypatch.setattr(quota, "bytes_enforced", lambda path: path.name == "alice")
+    code, out, _ = run(capsys)
+    assert "Byte quotas are enforced on /home/alice: " in out
+    assert "The others, and file quotas, are reported, not enforced." in out
+    assert "This cluster's /home holds" in out and "/projects holds" not in out
+    code, out, _ = run(capsys, "--json")
+    assert json.loads(out)["enforced"] is False

@@ -84,7 +84,8 @@ class Topology:
         """Cluster-wide variables (identical on every host: group_vars/all)."""
         first = self.hostvars[self.nodes[0].name]
         return {k: first.get(k) for k in ("system_groups", "practice_account", "accounts",
-                                          "projects", "account_policy")}
+                                          "projects", "account_policy",
+                                          "shared_storage_caps")}
 
 
 def project_vars(path: Path) -> Path | None:

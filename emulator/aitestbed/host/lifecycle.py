@@ -2,12 +2,14 @@
 
 `up` is idempotent: on a running cluster it changes nothing; after `down` or an
 engine restart it starts what is stopped; a container removed behind our back
-is recreated (user data lives in volumes, per-cluster secrets in the state dir).
+is recreated (user data lives in volumes, or in the cluster's own file systems for
+/home and /projects (aitestbed.host.storage), per-cluster secrets in the state dir).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -15,7 +17,8 @@ from dataclasses import dataclass, field
 import docker
 from docker.errors import APIError, NotFound
 
-from aitestbed.host import egress, images
+from aitestbed.host import egress, images, storage
+from aitestbed.host.accounts import parse_size
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.health import wait_ready
@@ -61,7 +64,7 @@ def _record(state: ClusterState, profile: str | None, systems: list[str] | None,
         return record
     return ClusterRecord(name=state.name, profile=PROFILE_ALIASES.get(profile, profile or "alcf"),
                          inventory="",
-                         systems=systems, user=user)
+                         systems=systems, user=user, storage="")
 
 
 def _assign_ports(state: ClusterState, topology: Topology, record: ClusterRecord) -> None:
@@ -82,6 +85,7 @@ class UpResult:
     outdated: list[str]  # nodes left running an image older than this checkout's
     replaced: list[str]  # nodes whose container was replaced by one of the current image
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # worth a line, not a warning
 
 
 RESTART_REASON = "restarted by aitestbed up"
@@ -146,7 +150,12 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     record.inventory = str(topology.inventory_path)
     _assign_ports(state, topology, record)
     state.save(record)
+    warnings, notes = shared_storage(state, record, topology)
     state.prepare(topology, record)
+    if record.storage == "image":
+        warnings += storage.apply_accounts(
+            state.root, storage.topology_mounts(topology),
+            json.loads((state.common_dir / "accounts.json").read_text()))
 
     tags = images.ensure_class_images(client, topology.node_classes)
     warnings = []
@@ -159,7 +168,8 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
         if warning := egress.ensure(name):
             warnings.append(warning)
     for mount in sorted({m for n in topology.nodes for m in n.mounts}):
-        _ensure_volume(client, name, volume_name(name, mount), mount)
+        if not _on_image(record, mount):
+            _ensure_volume(client, name, volume_name(name, mount), mount)
     for node in topology.nodes:
         for path in node.volumes:
             _ensure_volume(client, name, node_volume_name(name, node.name, path), path)
@@ -206,8 +216,51 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
         wait_ready(client, name, [n.name for n in topology.nodes],
                    timeout=max(1.0, timeout - (time.monotonic() - started)))
     if recreate:
-        return UpResult(topology, [], outdated, warnings)
-    return UpResult(topology, outdated, [], warnings)
+        return UpResult(topology, [], outdated, warnings, notes)
+    return UpResult(topology, outdated, [], warnings, notes)
+
+
+def _on_image(record: ClusterRecord, mount: str) -> bool:
+    return record.storage == "image" and mount in storage.IMAGE_MOUNTS
+
+
+NOT_ENFORCED = "/home and /projects quotas are reported, not enforced: "
+KEPT_VOLUMES = ("this cluster keeps the Docker volumes it was made with (its files stay; "
+                "a cluster made again, after `destroy`, gets its own file systems)")
+
+
+def shared_storage(state: ClusterState, record: ClusterRecord, topology: Topology
+                   ) -> tuple[list[str], list[str]]:
+    """/home and /projects: a new cluster gets its own file systems when the host can
+    make them (else volumes, said once on each `up`); an existing one keeps what it has,
+    its images mounted again after a host restart. Returns (warnings, notes)."""
+    mounts = storage.image_mounts(storage.topology_mounts(topology))
+    if not mounts:
+        return [], []
+    notes = []
+    if record.storage == "":
+        caps = topology.common_vars.get("shared_storage_caps") or {}
+        wanted = {m: parse_size(caps.get(m, storage.DEFAULT_CAP)) for m in mounts}
+        state.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        reason = storage.unavailable()
+        if reason is None:
+            sizes = storage.plan_sizes(wanted, shutil.disk_usage(state.root).free, state.root)
+            try:
+                storage.create(state.root, sizes, state.name)
+            except storage.Unavailable as err:
+                reason = str(err)
+            else:
+                notes.append(
+                    " and ".join(f"{m} ({storage.human(s)})" for m, s in sizes.items())
+                    + " on file systems of their own, quotas enforced (sparse images in "
+                    f"{storage.Layout(state.root, mounts[0]).directory})")
+        record.storage, record.storage_note = ("volume", reason) if reason else ("image", "")
+        state.save(record)
+    if record.storage == "image":
+        for mount in mounts:
+            storage.ensure_mounted(storage.Layout(state.root, mount))
+        return [], notes
+    return [NOT_ENFORCED + (record.storage_note or KEPT_VOLUMES)], notes
 
 
 def _ensure_network(client: docker.DockerClient, name: str, topology: Topology):
@@ -295,25 +348,41 @@ def _create(client, state: ClusterState, record: ClusterRecord, network, image: 
         str(state.node_dir(node.name)): {"bind": str(NODE_DIR), "mode": "ro"},
         str(state.common_dir): {"bind": str(CLUSTER_DIR), "mode": "ro"},
     }
+    mounts = []
     for mount in node.mounts:
-        binds[volume_name(state.name, mount)] = {"bind": mount, "mode": "rw"}
+        if _on_image(record, mount):
+            # The Mounts API: a missing source (the image not mounted) is an error at
+            # start, where a legacy bind would make an empty directory on the host.
+            mounts.append(docker.types.Mount(target=mount, type="bind",
+                                             source=str(storage.Layout(state.root, mount).tree)))
+        else:
+            binds[volume_name(state.name, mount)] = {"bind": mount, "mode": "rw"}
     for path in node.volumes:
         binds[node_volume_name(state.name, node.name, path)] = {"bind": path, "mode": "rw"}
     port = record.ports.get(node.name)
     host_config = api.create_host_config(
         binds=binds,
+        mounts=mounts or None,
         port_bindings={22: ("127.0.0.1", port)} if port else None,
         restart_policy={"Name": "unless-stopped"},
         tmpfs={"/run": "rw,nosuid,nodev,mode=755"},
     )
     networking = api.create_networking_config(
         {network.name: api.create_endpoint_config(aliases=node.dns_names)})
-    created = api.create_container(
-        image, name=container_name(state.name, node.name), hostname=node.name,
-        labels={LABEL_CLUSTER: state.name, LABEL_NODE: node.name,
-                LABEL_CLASS: node.node_class, LABEL_SYSTEM: node.system},
-        ports=[22] if port else None, host_config=host_config, networking_config=networking,
-        stop_timeout=15, detach=True)
+    try:
+        created = api.create_container(
+            image, name=container_name(state.name, node.name), hostname=node.name,
+            labels={LABEL_CLUSTER: state.name, LABEL_NODE: node.name,
+                    LABEL_CLASS: node.node_class, LABEL_SYSTEM: node.system},
+            ports=[22] if port else None, host_config=host_config,
+            networking_config=networking, stop_timeout=15, detach=True)
+    except APIError as err:
+        if mounts and "bind source path does not exist" in str(err.explanation or err):
+            raise AitestbedError(
+                f"the Docker engine cannot see {storage.Layout(state.root, '/home').directory}"
+                ", where this cluster's /home and /projects are mounted: it must run on this "
+                "host and see its mounts (not a remote, rootless or sandboxed engine)") from None
+        raise
     return client.containers.get(created["Id"])
 
 
@@ -356,6 +425,8 @@ def destroy(name: str) -> list[str]:
     for volume in client.volumes.list(filters=label):
         volume.remove(force=True)
         removed.append(f"volume {volume.name}")
+    # Unmounted before the state directory goes, or its removal would walk into them.
+    removed += storage.release(state.root)
     if state.root.exists():
         state.remove()
         removed.append(f"state {state.root}")

@@ -1,12 +1,14 @@
 """The cluster state directory: per-cluster secrets and bookkeeping on the host.
 
 Layout under $XDG_STATE_HOME/aitestbed/<cluster>/ (default ~/.local/state):
-  cluster.json        profile, systems, practice user, published ports
+  cluster.json        profile, systems, practice user, published ports, storage kind
   inventory.yml       the rendered inventory (Ansible reaches the containers)
   login/              host side: ssh_config, known_hosts, the user's login key
   common/             mounted read-only on every node at /etc/aitestbed/cluster
   nodes/<node>/       mounted read-only on that node at /etc/aitestbed/node
                       (what the nodes find there: aitestbed.node.config)
+  storage/            /home and /projects: home.img, projects.img and where they are
+                      mounted (aitestbed.host.storage), when the cluster has them
 Secrets are generated here at the first `up` and never baked into images.
 """
 
@@ -72,6 +74,12 @@ class ClusterRecord:
     systems: list[str] | None
     user: str
     ports: dict[str, int] = field(default_factory=dict)
+    # Where /home and /projects live (aitestbed.host.storage): "image", the cluster's
+    # own file systems with quotas enforced; "volume", Docker volumes (quotas reported
+    # only), with the reason in storage_note. A record from before this field is
+    # "volume": such a cluster keeps its volumes. "" until the first `up` decides.
+    storage: str = "volume"
+    storage_note: str = ""
 
 
 class ClusterState:

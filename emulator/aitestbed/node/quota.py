@@ -2,9 +2,13 @@
 
 The user guide's defaults: /home 1 TB and 1,000,000 files per user, /projects
 2 TB and 2,000,000 files per project. Quotas come from the cluster's accounts file
-(users[].quota, projects[].quota); usage is measured by walking the trees, because
-the emulated testbed's volumes have no filesystem quotas. It is a report: a tree
-over its quota is marked, and the exit status stays 0.
+(users[].quota, projects[].quota); usage is measured by walking the trees (the quota
+limits themselves are read on the host only). A tree over its quota is marked, and
+the exit status stays 0.
+
+Where the cluster has file systems of its own (aitestbed.host.storage), each home and
+project is a btrfs subvolume whose byte quota the kernel enforces ("Disk quota
+exceeded"); on Docker volumes, quotas are reported, not enforced. myquota tells which.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import json
 import os
 import pwd
+import re
 import stat
 import sys
 from dataclasses import asdict, dataclass
@@ -24,6 +29,9 @@ HOME_QUOTA = {"bytes": 1 << 40, "files": 1_000_000}
 PROJECT_QUOTA = {"bytes": 2 << 40, "files": 2_000_000}
 FOOTNOTE = ("Quotas are reported, not enforced, in the emulated testbed: its volumes have no "
             "filesystem quotas.\nA line marked OVER QUOTA would be over its limit at ALCF.")
+ENFORCED = ('Byte quotas are enforced: a write past one fails with "Disk quota exceeded". '
+            "File quotas are reported, not enforced.")
+SUBVOLUME_INO = 256  # btrfs: the root directory of every subvolume
 # (title, least width); one space between columns.
 COLUMNS = [("Name", 15), ("Type", 8), ("Filesystem", 12), ("Used", 9), ("Quota", 9),
            ("Use%", 6), ("Files", 9), ("File quota", 10), ("Use%", 6)]
@@ -43,6 +51,7 @@ class Usage:
     quota_bytes: int
     used_files: int
     quota_files: int
+    enforced: bool = False  # the byte quota is the file system's (a write past it fails)
 
     @property
     def over_quota(self) -> bool:
@@ -110,6 +119,48 @@ def measure(path: Path) -> tuple[int, int]:
     return used, files
 
 
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mount_types(text: str) -> dict[str, str]:
+    """/proc/self/mountinfo -> mount point: file system type (the last mount wins)."""
+    types = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if "-" in fields[6:]:
+            sep = fields.index("-", 6)
+            if len(fields) > sep + 1:
+                types[_unescape(fields[4])] = fields[sep + 1]
+    return types
+
+
+def fs_type(path: Path, mountinfo: str | None = None) -> str | None:
+    """The type of the file system path is on: its longest mount point."""
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return None
+    types = mount_types(mountinfo)
+    path = Path(os.path.abspath(path))
+    for candidate in (path, *path.parents):
+        if str(candidate) in types:
+            return types[str(candidate)]
+    return None
+
+
+def bytes_enforced(path: Path) -> bool:
+    """Whether the kernel enforces path's byte quota: on a cluster with file systems of
+    its own, the host makes each home and project a btrfs subvolume with a limit."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(info.st_mode) and info.st_ino == SUBVOLUME_INO
+            and fs_type(path) == "btrfs")
+
+
 def human(n: int) -> str:
     """1.21G: powers of 1024, two decimals, K at the least."""
     value = n / 1024
@@ -138,17 +189,19 @@ def is_member(project: dict, user: str) -> bool:
 
 
 def user_usage(user: dict, root: Path) -> Usage:
-    used, files = measure(root / "home" / user["name"])
+    path = root / "home" / user["name"]
+    used, files = measure(path)
     quota_bytes, quota_files = _quota(user, HOME_QUOTA)
     return Usage(user["name"], "user", "/home", f"/home/{user['name']}",
-                 used, quota_bytes, files, quota_files)
+                 used, quota_bytes, files, quota_files, bytes_enforced(path))
 
 
 def project_usage(project: dict, root: Path) -> Usage:
-    used, files = measure(root / "projects" / project["name"])
+    path = root / "projects" / project["name"]
+    used, files = measure(path)
     quota_bytes, quota_files = _quota(project, PROJECT_QUOTA)
     return Usage(project["name"], "project", "/projects", f"/projects/{project['name']}",
-                 used, quota_bytes, files, quota_files)
+                 used, quota_bytes, files, quota_files, bytes_enforced(path))
 
 
 def invoking_user(accounts: dict) -> str | None:
@@ -193,7 +246,26 @@ def _pct(used: int, quota: int) -> str:
     return "-" if p is None else f"{p:.1f}%"
 
 
-def table(rows: list[Usage]) -> str:
+def footnote(rows: list[Usage], root: Path) -> str:
+    """Whether the quotas above are enforced, and the cluster's caps where they are."""
+    enforced = [u for u in rows if u.enforced]
+    if not enforced:
+        return FOOTNOTE
+    lines = [ENFORCED if len(enforced) == len(rows) else
+             f"Byte quotas are enforced on {', '.join(u.path for u in enforced)}: a write past "
+             'one fails with "Disk quota exceeded". The others, and file quotas, are '
+             "reported, not enforced."]
+    for filesystem in sorted({u.filesystem for u in enforced}):
+        try:
+            fs = os.statvfs(root / filesystem.lstrip("/"))
+        except OSError:
+            continue
+        lines.append(f"This cluster's {filesystem} holds {human(fs.f_blocks * fs.f_frsize)} "
+                     "in all, whatever the quotas: past that, \"No space left on device\".")
+    return "\n".join(lines)
+
+
+def table(rows: list[Usage], note: str = FOOTNOTE) -> str:
     """ALCF myquota's layout; columns widen for long names, a line over quota says so."""
     cells = [[u.name, u.type.capitalize(), u.filesystem, human(u.used_bytes),
               human(u.quota_bytes), _pct(u.used_bytes, u.quota_bytes), f"{u.used_files:,}",
@@ -207,7 +279,7 @@ def table(rows: list[Usage]) -> str:
     out = [header, "=" * len(header)]
     for u, row in zip(rows, cells, strict=True):
         out.append(line(row) + ("  OVER QUOTA" if u.over_quota else ""))
-    return "\n".join(out + ["", FOOTNOTE])
+    return "\n".join(out + ["", note])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,9 +305,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"enforced": False, "quotas": [u.as_dict() for u in rows]}, indent=2))
+        print(json.dumps({"enforced": bool(rows) and all(u.enforced for u in rows),
+                          "quotas": [u.as_dict() for u in rows]}, indent=2))
     else:
-        print(table(rows))
+        print(table(rows, footnote(rows, root)))
     return 0
 
 
