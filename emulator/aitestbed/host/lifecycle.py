@@ -158,7 +158,6 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
             json.loads((state.common_dir / "accounts.json").read_text()))
 
     tags = images.ensure_class_images(client, topology.node_classes)
-    warnings = []
     network, note = _ensure_network(client, name, topology)
     if note:
         warnings.append(note)
