@@ -365,3 +365,28 @@ def test_the_real_worker_run_as_the_service_user_cannot_swap_the_agents_files():
         assert secret.read_text() == "-----BEGIN PRIVATE KEY----- root only"
     finally:
         shutil.rmtree(root)
+
+
+def test_the_loop_lists_the_jobs_when_woken_or_every_resync_not_every_tick(
+        make_agent, monkeypatch):
+    """Each tick looks at the agent's own workloads; the API's job list is read when the
+    watch reports a change, and every RESYNC_SECONDS otherwise."""
+    import threading
+    import time
+
+    monkeypatch.setattr(agent_module, "TICK_SECONDS", 0.02)
+    monkeypatch.setattr(agent_module, "RESYNC_SECONDS", 0.5)
+    made = make_agent([])
+    made.wake = threading.Event()
+    calls = {"list": 0, "settle": 0}
+    made.watch = lambda: None
+    made.reconcile = lambda: calls.__setitem__("list", calls["list"] + 1)
+    made.settle = lambda: calls.__setitem__("settle", calls["settle"] + 1)
+    threading.Thread(target=made.run, daemon=True).start()
+    time.sleep(0.3)
+    assert calls["list"] == 1 and calls["settle"] >= 1  # the first look only
+    made.wake.set()  # the watch saw a change
+    time.sleep(0.1)
+    assert calls["list"] == 2
+    time.sleep(0.6)
+    assert 3 <= calls["list"] <= 4  # the resync
