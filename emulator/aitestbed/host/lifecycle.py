@@ -39,6 +39,7 @@ from aitestbed.host.state import ClusterRecord, ClusterState, free_port, port_in
 from aitestbed.node.config import CLUSTER_DIR, NODE_DIR
 
 PARALLEL = 4
+DNS_OPTIONS = ["timeout:1", "attempts:1"]
 
 
 def cluster_containers(client: docker.DockerClient, name: str) -> list:
@@ -134,6 +135,18 @@ def mark_down(client: docker.DockerClient, cluster: str, controller: str, nodes:
         time.sleep(0.5)  # slurmctld is still starting
 
 
+def _report_down(client: docker.DockerClient, cluster: str, topology: Topology,
+                 stopping: set[str], running: set[str], reason: str) -> set[str]:
+    """Tell each running controller that its compute nodes in `stopping` go down; returns
+    the nodes it was told about."""
+    told = set()
+    for controller, nodes in sorted(slurm_restarts(topology, stopping).items()):
+        if controller in running and not mark_down(client, cluster, controller, nodes,
+                                                   timeout=5, reason=reason):
+            told.update(nodes)
+    return told
+
+
 def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
        wait: bool = True, timeout: float = 180, recreate: bool = False) -> UpResult:
     """Create or start the cluster.
@@ -176,7 +189,13 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     existing = {c.labels.get(LABEL_NODE): c for c in cluster_containers(client, name)}
     outdated = sorted(n.name for n in topology.nodes if n.name in existing
                       and existing[n.name].attrs["Config"]["Image"] != tags[n.node_class])
+    stopped_first = set()
     if recreate and outdated:
+        # The controllers hear first that the compute nodes replaced go down, as on `down`:
+        # those are not held back until their controller is up again.
+        running = {n for n, c in existing.items() if c.status == "running"}
+        stopped_first = _report_down(client, name, topology, set(outdated) & running,
+                                     running, STOP_REASON)
         replaced = [existing.pop(n) for n in outdated]
         with ThreadPoolExecutor(PARALLEL * 2) as pool:
             # Stopped first, as `down` does: slurmctld saves its queue when asked to stop
@@ -192,6 +211,7 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     marked = state.root / MARKED_DOWN
     reported = set(json.loads(marked.read_text())) if marked.is_file() else set()
     marked.unlink(missing_ok=True)
+    reported |= stopped_first
     restarts = {} if fresh else slurm_restarts(topology, starting - reported)
     later = {n for nodes in restarts.values() for n in nodes}
 
@@ -365,6 +385,10 @@ def _create(client, state: ClusterState, record: ClusterRecord, network, image: 
         port_bindings={22: ("127.0.0.1", port)} if port else None,
         restart_policy={"Name": "unless-stopped"},
         tmpfs={"/run": "rw,nosuid,nodev,mode=755"},
+        # Docker's resolver on an internal network never answers a name it does not know
+        # (it has nowhere to ask): a lookup would wait 2 x 5 s, and slurmctld starting
+        # while its compute nodes are stopped tries each of them ten times.
+        dns_opt=DNS_OPTIONS,
     )
     networking = api.create_networking_config(
         {network.name: api.create_endpoint_config(aliases=node.dns_names)})
@@ -397,10 +421,7 @@ def down(name: str) -> int:
     marked = state.root / MARKED_DOWN
     reported = set(json.loads(marked.read_text())) if marked.is_file() else set()
     topology = load_inventory(record.profile, record.systems)
-    for controller, nodes in sorted(slurm_restarts(topology, running).items()):
-        if controller in running and not mark_down(client, name, controller, nodes,
-                                                   timeout=5, reason=STOP_REASON):
-            reported.update(nodes)
+    reported |= _report_down(client, name, topology, running, running, STOP_REASON)
     marked.write_text(json.dumps(sorted(reported)) + "\n")
     with ThreadPoolExecutor(PARALLEL * 2) as pool:
         list(pool.map(lambda c: c.stop(), containers))
