@@ -59,7 +59,9 @@ def test_pyslurm_from_the_host_submits_loads_and_cancels(cluster, monkeypatch):
         assert job.partition == "p64" and job.working_directory == f"/home/{cluster.user}"
         assert job_id in pyslurm.Jobs.load()
         pyslurm.Job(job_id).cancel()
-        assert pyslurm.Job.load(job_id).state == "CANCELLED"
+        # COMPLETING for a moment (its processes are being ended), then CANCELLED
+        wait_for(lambda: pyslurm.Job.load(job_id).state == "CANCELLED", 30, 0.5,
+                 "the job CANCELLED")
     finally:
         cluster.run(LOGIN, f"scancel {job_id}")
     with pytest.raises(pyslurm.RPCError, match="Invalid job id specified"):

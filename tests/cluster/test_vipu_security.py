@@ -114,7 +114,7 @@ def test_another_user_cannot_read_a_job_s_partition_which_its_owner_reads(cluste
     job = out.strip().splitlines()[-1]
     name = f"slurm_{job}"
     try:
-        wait_for(lambda: owner(f"cat ~/vipu-own-{job}.json")[1].strip(), 60, 1,
+        wait_for(lambda: owner(f"test -s ~/vipu-own-{job}.json")[0] == 0, 60, 1,
                  f"job {job} to read its partition")
         rc, out = owner(f"cat ~/vipu-own-{job}.json")
         assert out.strip().splitlines()[-1].startswith('{"status": 200'), out
