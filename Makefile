@@ -28,6 +28,9 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 venv: $(BIN)/.installed
 
 engine:
+	@# Host tools new since the venv was made (btrfs-progs, lua5.3) arrive on a checkout
+	@# that already has one: the check is a few `command -v`.
+	@bash scripts/ensure-host-tools.sh $(PYTHON)
 	@bash scripts/ensure-engine.sh
 
 images: venv engine
