@@ -123,6 +123,10 @@ def build_wheelhouse() -> Path:
     wheelhouse = root / "build" / "wheelhouse"
     shutil.rmtree(wheelhouse, ignore_errors=True)
     wheelhouse.mkdir(parents=True)
+    # setuptools builds in build/lib and never empties it: a module since moved or
+    # deleted would ride along in every later wheel (and differ from a clean clone's).
+    for stale in [root / "build" / "lib", *root.joinpath("build").glob("bdist.*")]:
+        shutil.rmtree(stale, ignore_errors=True)
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     # A fixed SOURCE_DATE_EPOCH makes the wheel byte-for-byte reproducible, so a rebuilt
     # wheelhouse equals the one in the images and site.yml finds nothing to copy.
