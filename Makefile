@@ -57,13 +57,13 @@ status: venv
 # build/downloads on first use, the same cache the image build fills.)
 test: venv engine
 	$(BIN)/pytest tests/unit
-	$(BIN)/pytest tests/cluster
+	$(BIN)/pytest --durations=15 tests/cluster
 
 test-unit: venv
 	$(BIN)/pytest tests/unit
 
 test-cluster: venv engine
-	$(BIN)/pytest tests/cluster
+	$(BIN)/pytest --durations=15 tests/cluster
 
 lint: venv
 	$(BIN)/ruff check emulator tests playbooks/library

@@ -165,15 +165,20 @@ def shell(ctx: click.Context, node: str, command: tuple[str, ...], user: str | N
     docker = shutil.which("docker")
     if docker is None:
         raise AitestbedError("the docker command is missing: run `make engine`")
-    argv = [docker, "exec", "-i"]
-    if sys.stdin.isatty():
-        argv.append("-t")
+    os.execv(docker, shell_argv(docker, container_name(state.name, name), command, user,
+                                tty=sys.stdin.isatty()))
+
+
+def shell_argv(docker: str, container: str, command: tuple[str, ...], user: str | None,
+               tty: bool) -> list[str]:
+    """docker exec of a login shell; as USER, a login as a login makes it (runuser -l:
+    HOME, USER, LOGNAME and SHELL from the user's passwd entry, in the home, a login
+    shell; an unknown user is runuser's own error)."""
+    argv = [docker, "exec", "-i", *(["-t"] if tty else []), container]
+    joined = " ".join(command)  # as ssh joins its arguments
     if user:
-        argv += ["-u", user, "-w", f"/home/{user}"]
-    argv += [container_name(state.name, name), "bash", "-l"]
-    if command:
-        argv += ["-c", " ".join(command)]  # as ssh joins its arguments
-    os.execv(docker, argv)
+        return [*argv, "runuser", "-l", user, *(["-c", joined] if command else [])]
+    return [*argv, "bash", "-l", *(["-c", joined] if command else [])]
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

@@ -113,3 +113,18 @@ def test_ssh_config_to_a_missing_directory_is_one_clear_line(isolated_state):
     assert result.returncode == 1
     assert result.stderr.strip() == ("aitestbed: error: cannot write /nonexistent/dir/file: "
                                      "No such file or directory")
+
+
+def test_shell_as_a_user_is_a_login_of_that_user():
+    """`shell -u USER` sets HOME, USER and LOGNAME and starts in the home, as a login does
+    (docker exec -u kept root's HOME=/root and USER unset)."""
+    from aitestbed.cli import shell_argv
+
+    argv = shell_argv("/usr/bin/docker", "c-gc-login-01", ("echo", "$USER"), "learner",
+                      tty=False)
+    assert argv == ["/usr/bin/docker", "exec", "-i", "c-gc-login-01",
+                    "runuser", "-l", "learner", "-c", "echo $USER"]
+    assert shell_argv("docker", "c", (), "learner", tty=True) == [
+        "docker", "exec", "-i", "-t", "c", "runuser", "-l", "learner"]
+    assert shell_argv("docker", "c", (), None, tty=False) == [
+        "docker", "exec", "-i", "c", "bash", "-l"]

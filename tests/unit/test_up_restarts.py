@@ -48,3 +48,14 @@ def test_mark_down_gives_up_with_a_warning(monkeypatch):
     monkeypatch.setattr(lifecycle.time, "sleep", lambda s: None)
     warning = lifecycle.mark_down(client, "t", "sn30-slurmctld", ["sn30-r1-h1"], timeout=0)
     assert "could not tell sn30-slurmctld that sn30-r1-h1 restarted" in warning
+
+
+def test_nodes_get_half_the_hosts_memory_as_dev_shm(tmp_path):
+    """Docker's 64 MB /dev/shm kills a DataLoader's workers (Bus error); nodes get what
+    Linux gives a host: half its memory."""
+    from aitestbed.host.lifecycle import shm_bytes
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24576000 kB\nMemFree:        1000 kB\n")
+    assert shm_bytes(meminfo) == 24576000 * 1024 // 2
+    assert shm_bytes(tmp_path / "missing") == 1 << 30

@@ -45,23 +45,32 @@ def _sha512(data: bytes) -> str:
     return base64.b64encode(hashlib.sha512(data).digest()).decode()
 
 
-def fetch(dest_dir: Path) -> Path:
-    """The source tarball in dest_dir, downloaded once and checked against its pinned hash."""
+def fetch_pinned(dest_dir: Path, url: str, sha512: str, filename: str) -> Path:
+    """dest_dir/filename, downloaded once from url and checked against its pinned hash."""
     dest_dir.mkdir(parents=True, exist_ok=True)
-    path = dest_dir / SOURCE_FILE
-    if not path.exists() or _sha512(path.read_bytes()) != SOURCE_SHA512:
-        with urllib.request.urlopen(SOURCE_URL, timeout=120) as response:  # noqa: S310
+    path = dest_dir / filename
+    if not path.exists() or _sha512(path.read_bytes()) != sha512:
+        with urllib.request.urlopen(url, timeout=120) as response:  # noqa: S310
             data = response.read()
-        if _sha512(data) != SOURCE_SHA512:
-            raise DatasetError(f"{SOURCE_URL} does not match its pinned sha512")
+        if _sha512(data) != sha512:
+            raise DatasetError(f"{url} does not match its pinned sha512")
         path.write_bytes(data)
     return path
 
 
+def check_pinned(tarball: Path, url: str, sha512: str) -> None:
+    if _sha512(tarball.read_bytes()) != sha512:
+        raise DatasetError(f"{tarball} does not match the pinned sha512 of {url}")
+
+
+def fetch(dest_dir: Path) -> Path:
+    """The source tarball in dest_dir, downloaded once and checked against its pinned hash."""
+    return fetch_pinned(dest_dir, SOURCE_URL, SOURCE_SHA512, SOURCE_FILE)
+
+
 def read_digits(tarball: Path) -> dict[int, list[bytes]]:
     """Each class's digits as 784-byte images (grey levels 0-255)."""
-    if _sha512(tarball.read_bytes()) != SOURCE_SHA512:
-        raise DatasetError(f"{tarball} does not match the pinned sha512 of {SOURCE_URL}")
+    check_pinned(tarball, SOURCE_URL, SOURCE_SHA512)
     digits: dict[int, list[bytes]] = {}
     with tarfile.open(tarball) as archive:
         for label in range(10):

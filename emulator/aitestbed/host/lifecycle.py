@@ -13,6 +13,7 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import docker
 from docker.errors import APIError, NotFound
@@ -361,6 +362,18 @@ def _ensure_node(client, state: ClusterState, record: ClusterRecord, network, fr
         raise AitestbedError(f"cannot start {node.name}: {text}") from None
 
 
+def shm_bytes(meminfo: Path = Path("/proc/meminfo")) -> int:
+    """The size of each node's /dev/shm: half the host's memory, as Linux sizes a
+    host's own (a limit, not a reservation: tmpfs uses memory only for what is written)."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024 // 2
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 30
+
+
 def _create(client, state: ClusterState, record: ClusterRecord, network, image: str, node: Node):
     api = client.api
     binds = {
@@ -389,6 +402,9 @@ def _create(client, state: ClusterState, record: ClusterRecord, network, image: 
         # (it has nowhere to ask): a lookup would wait 2 x 5 s, and slurmctld starting
         # while its compute nodes are stopped tries each of them ten times.
         dns_opt=DNS_OPTIONS,
+        # Docker's default /dev/shm is 64 MB: a DataLoader with workers passes its batches
+        # through it and dies with `Bus error`. Linux gives a host half its memory.
+        shm_size=shm_bytes(),
     )
     networking = api.create_networking_config(
         {network.name: api.create_endpoint_config(aliases=node.dns_names)})

