@@ -12,6 +12,6 @@ depends on. What it holds here:
 
 from __future__ import annotations
 
-__version__ = "2.1.1"
+from ._version import __version__
 
 __all__ = ["__version__"]
