@@ -104,11 +104,15 @@ class SummaryWriter:
         self._session = _session.active()
         self._buffer = bytearray()
         self._dirty = False
-        self._append(record(event(time.time(), file_version="brain.Event:2")))
-        self.flush()
+        self._started = False
         _writers.add(self)
 
     def _append(self, data: bytes) -> None:
+        if not self._started:
+            # the file starts with its first summary (a CSX client, whose steps run on
+            # the appliance, leaves no empty file beside the appliance's)
+            self._started = True
+            self._append(record(event(time.time(), file_version="brain.Event:2")))
         if self._session is not None:
             self._buffer += data
             self._dirty = True
