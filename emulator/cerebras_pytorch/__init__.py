@@ -11,14 +11,30 @@ follow it.
 
 from __future__ import annotations
 
-from . import amp, appliance, optim, utils
+from . import (
+    amp,
+    appliance,
+    core,
+    distributed,
+    experimental,
+    metrics,
+    nn,
+    optim,
+    saver,
+    sparse,
+    utils,
+)
 from ._closures import checkpoint_closure, step_closure, trace
+from ._summaries import name_scope, summarize_scalar, summarize_tensor
+from ._tensors import add_debug_name, get_debug_name, make_constant, to_numpy
 from ._version import __version__
 from .backend import Backend, BackendError, backend, compile, current_backend, use_cs
 from .saver import load, save
 
 __all__ = [
-    "Backend", "BackendError", "__version__", "amp", "appliance", "backend",
-    "checkpoint_closure", "compile", "current_backend", "load", "optim", "save",
-    "step_closure", "trace", "use_cs", "utils",
+    "Backend", "BackendError", "__version__", "add_debug_name", "amp", "appliance",
+    "backend", "checkpoint_closure", "compile", "core", "current_backend", "distributed",
+    "experimental", "get_debug_name", "load", "make_constant", "metrics", "name_scope", "nn",
+    "optim", "save", "saver", "sparse", "step_closure", "summarize_scalar",
+    "summarize_tensor", "to_numpy", "trace", "use_cs", "utils",
 ]

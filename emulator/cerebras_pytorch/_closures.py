@@ -36,5 +36,19 @@ def step_closure(closure: F) -> F:
 
 
 def checkpoint_closure(closure: F) -> F:
-    """Runs when called, with the weights of the step just done (eager here)."""
-    return closure
+    """Runs with the weights of the step just done, on checkpoint steps only.
+
+    While a DataExecutor runs, a call on a step that is not one of its checkpoint
+    steps (a multiple of checkpoint_steps, or the final step) does nothing; outside
+    a run the closure runs whenever it is called.
+    """
+    @functools.wraps(closure)
+    def on_checkpoint_steps(*args, **kwargs):
+        from .utils.data import DataExecutor
+
+        executor = DataExecutor.running()
+        if executor is not None and not executor.is_checkpoint_step:
+            return None
+        return closure(*args, **kwargs)
+
+    return on_checkpoint_steps  # type: ignore[return-value]

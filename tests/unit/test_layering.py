@@ -16,7 +16,7 @@ EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
 ROOMS = {"graphcore", "sambanova", "cerebras"}
 KERNEL = {"devices", "node", "datasets"}
 HOST = {"host", "exercises"}
-FACADES = {"poptorch", "popdist", "sambaflow", "cerebras_pytorch", "pyslurm"}
+FACADES = {"poptorch", "popdist", "sambaflow", "cerebras_pytorch", "cerebras_appliance", "pyslurm"}
 
 
 def module_name(path: Path) -> str:

@@ -120,7 +120,7 @@ def test_csx_needs_the_modelzoo_on_the_python_paths(tmp_path, mnist_dir):
     assert result.returncode == 1
     assert "ModuleNotFoundError: No module named 'modelzoo'" in result.stdout
     assert result.stderr.strip().endswith(
-        "cerebras_pytorch.appliance.errors.ApplianceUnknownError: "
+        "cerebras_appliance.errors.ApplianceUnknownError: "
         "ModuleNotFoundError: No module named 'modelzoo'")
     assert "Traceback" not in result.stderr
 

@@ -90,17 +90,25 @@ def build_kubernetes(root: Path | None = None) -> Path:
 
 
 def build_cerebras(root: Path | None = None) -> Path:
-    """build/cerebras: each release's cerebras_pytorch wheel, and the MNIST source."""
+    """build/cerebras: each release's cerebras_pytorch wheel, and the MNIST source.
+
+    The wheel also holds cerebras_appliance, the client library cerebras_pytorch is
+    built on (the vendor ships it as a second wheel that cerebras_pytorch requires;
+    one wheel keeps `pip install cerebras_pytorch==<release>` and the roles as they are).
+    """
     root = root or project_root()
     out = _fresh_output(root, "cerebras")
     for release in _role_defaults(root, "cerebras_node")["cerebras_node_releases"]:
         version = release["version"]
         build_wheel(out, release["wheel"],
-                    {"cerebras_pytorch": root / "emulator" / "cerebras_pytorch"},
+                    {"cerebras_pytorch": root / "emulator" / "cerebras_pytorch",
+                     "cerebras_appliance": root / "emulator" / "cerebras_appliance"},
                     summary=f"cerebras_pytorch {version} for the emulated CS-2 cluster (aitestbed)",
                     requires=["torch", "pyyaml"],
-                    overrides={"cerebras_pytorch/_version.py":
-                               '"""The Cerebras software release this cerebras_pytorch belongs '
-                               f'to."""\n\n__version__ = "{version}"\n'})
+                    overrides={
+                        f"{package}/_version.py":
+                            f'"""The Cerebras software release this {package} belongs '
+                            f'to."""\n\n__version__ = "{version}"\n'
+                        for package in ("cerebras_pytorch", "cerebras_appliance")})
     _copy_mnist_source(root, out)
     return out

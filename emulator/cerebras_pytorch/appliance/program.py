@@ -36,6 +36,7 @@ import importlib
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable
 
 from aitestbed.cerebras.cs2 import Workload
@@ -75,13 +76,21 @@ def mode_of(params: dict) -> str:
 def describe(model_fn: Callable, params: dict) -> Workload:
     """The workload a program runs, for the fit check and the timing."""
     training = mode_of(params) != "eval"
-    section = params.get("train_input" if training else "eval_input") or {}
-    batch_size = int(section.get("batch_size", 1))
+    batch_size = batch_size_of(params, training)
     nominal = getattr(model_fn, "aitestbed_workload", None)
     if nominal is not None:
         fields = {"batch_size": batch_size, **nominal(params), "training": training}
         return Workload(**fields)
-    model = model_fn(params)
+    return describe_model(model_fn(params), batch_size, training)
+
+
+def batch_size_of(params: dict, training: bool) -> int:
+    section = params.get("train_input" if training else "eval_input") or {}
+    return int(section.get("batch_size", 1) or 1)
+
+
+def describe_model(model, batch_size: int, training: bool) -> Workload:
+    """The workload of a built model: its parameters, largest layer and widest dimension."""
     own = [sum(p.numel() for p in module.parameters(recurse=False))
            for module in model.modules()]
     widest = max((max(p.shape) for p in model.parameters() if p.dim()), default=1)
@@ -93,9 +102,10 @@ def describe(model_fn: Callable, params: dict) -> Workload:
 def compile_hash(program: dict, num_csx: int, workload: Workload) -> str:
     """cs_<digits>: the same model, batch and systems compile to the same artifacts."""
     key = json.dumps({"release": __version__, "num_csx": num_csx,
-                      "workload": workload.as_dict(), "flow": program["flow"],
-                      "functions": program["functions"],
-                      "model": program["params"].get("model")}, sort_keys=True)
+                      "workload": workload.as_dict(),
+                      "flow": program.get("flow") or program.get("script"),
+                      "functions": program.get("functions"),
+                      "model": (program.get("params") or {}).get("model")}, sort_keys=True)
     digest = hashlib.sha256(key.encode()).digest()
     return f"cs_{int.from_bytes(digest[:8], 'big') >> 1}"
 
@@ -130,6 +140,10 @@ def relay(message: dict) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as stream:
             stream.write(base64.b64decode(message["data"]))
+    elif kind == "stdout":
+        stream = sys.stderr if message.get("stream") == "stderr" else sys.stdout
+        stream.write(message.get("text", ""))
+        stream.flush()
 
 
 def run_program(flow: Callable, params: dict, *, backend_type: str, cs_config=None,
@@ -151,6 +165,12 @@ def run_program(flow: Callable, params: dict, *, backend_type: str, cs_config=No
         json.dumps(program)
     except (TypeError, ValueError) as err:
         raise ApplianceClientError(f"The params cannot be sent to the appliance: {err}") from err
+    return submit(program, cs_config, compile_dir, compile_only, validate_only)
+
+
+def submit(program: dict, cs_config, compile_dir: str | None, compile_only: bool,
+           validate_only: bool) -> dict:
+    """Compile the program on the cluster, then (unless only compiling) execute it."""
     if compile_dir and os.path.isabs(compile_dir):
         log.warning("Passing an absolute path as the compile directory may lead to undesirably "
                     "long paths as the directory is used on the server side, not on the client "

@@ -37,6 +37,7 @@ class ApplianceSession:
     clock: VirtualClock = field(default_factory=VirtualClock)
     samples: int = 0
     run_started_at: float | None = None
+    muted: bool = False  # a script's set-up, which its client already printed
 
     @property
     def num_csx(self) -> int:
@@ -44,6 +45,7 @@ class ApplianceSession:
 
     def stage(self, start_input: Callable[[], object]) -> object:
         """The execute job's staging, in device time; returns what start_input made."""
+        self.muted = False
         log = logging.getLogger("cerebras_pytorch.appliance")
         log.info(f"Preparing to execute using {self.num_csx} CSX")
         for line, phase in STAGING:

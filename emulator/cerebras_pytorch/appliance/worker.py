@@ -34,6 +34,7 @@ from aitestbed.cerebras import timing as cs2_timing
 from aitestbed.devices.clock import VirtualClock
 
 from . import program as programs
+from . import script
 from . import session as sessions
 from .channel import ChannelServer
 from .errors import ApplianceClientError, ApplianceCompilationError
@@ -60,6 +61,9 @@ class ChannelLogHandler(logging.Handler):
         self.channel = channel
 
     def emit(self, record: logging.LogRecord) -> None:
+        session = sessions.active()
+        if session is not None and session.muted:
+            return
         level = ("ERROR" if record.levelno >= logging.ERROR
                  else "WARNING" if record.levelno >= logging.WARNING else "INFO")
         try:
@@ -127,14 +131,17 @@ def artifact_dir(compile_root: str, compile_dir: str, compile_hash: str) -> Path
 
 def compile_job(request: dict, compile_root: str, clock: VirtualClock) -> dict:
     program = request["program"]
-    flow_name = program["flow"]
-    functions = {key: programs.resolve(name) for key, name in program["functions"].items()}
-    programs.resolve(flow_name)
-    if "model_fn" not in functions:
-        raise ApplianceClientError("The program has no model_fn to compile.")
-    params = program["params"]
     num_csx = int(request.get("num_csx") or 1)
-    workload = programs.describe(functions["model_fn"], params)
+    if "script" in program:  # measured by the client, which traced the model
+        flow_name = program["script"]
+        workload = cs2.Workload(**program["workload"])
+    else:
+        flow_name = program["flow"]
+        functions = {key: programs.resolve(name) for key, name in program["functions"].items()}
+        programs.resolve(flow_name)
+        if "model_fn" not in functions:
+            raise ApplianceClientError("The program has no model_fn to compile.")
+        workload = programs.describe(functions["model_fn"], program["params"])
     validate_only = bool(program.get("validate_only"))
     seconds = cs2_timing.compile_seconds(workload, validate_only)
     stages = COMPILE_STAGES[:VALIDATE_STAGES] if validate_only else COMPILE_STAGES
@@ -154,7 +161,7 @@ def compile_job(request: dict, compile_root: str, clock: VirtualClock) -> dict:
     (target / ARTIFACTS).write_text(json.dumps(
         {"compile_hash": digest, "release": request.get("release"), "num_csx": num_csx,
          "workload": workload.as_dict(), "flow": flow_name,
-         "functions": program["functions"]}, indent=2) + "\n")
+         "functions": program.get("functions")}, indent=2) + "\n")
     log.info("Compile artifacts successfully written to remote compile directory. "
              f"Compile hash is: {digest}")
     return {"compile_hash": digest, "seconds": clock.device_seconds}
@@ -171,11 +178,19 @@ def execute_job(request: dict, compile_root: str, clock: VirtualClock, channel: 
             f"{compile_dir!r}: the model must be compiled before it is executed.")
     compiled = json.loads(artifacts.read_text())
     program = request["program"]
-    flow = programs.resolve(program["flow"])
-    functions = {key: programs.resolve(name) for key, name in program["functions"].items()}
     session = sessions.ApplianceSession(
         job_type="execute", request=request, workload=cs2.Workload(**compiled["workload"]),
         send=channel.send, systems=systems, clock=clock)
+    if "script" in program:
+        sessions.activate(session)
+        try:
+            script.run_script(program, session)
+        finally:
+            sessions.activate(None)
+        return {"samples": session.samples, "seconds": session.run_seconds(),
+                "systems": systems}
+    flow = programs.resolve(program["flow"])
+    functions = {key: programs.resolve(name) for key, name in program["functions"].items()}
     sessions.activate(session)
     try:
         flow(program["params"], **functions)

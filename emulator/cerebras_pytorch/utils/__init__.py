@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import data
+from . import data, nest, tensorboard
 
 
 @dataclass
@@ -20,11 +20,23 @@ class CSConfig:
     max_wgt_servers: int = 24
     max_act_per_csx: int = 1
     mgmt_address: str | None = None
+    mgmt_namespace: str | None = None
     credentials_path: str | None = None
     debug_args: object = None
+    transfer_processes: int | None = None
     disable_version_check: bool = False
+    precision_opt_level: int = 1
 
     def __post_init__(self) -> None:
+        # None (a key the params do not set) means the default
+        for name, default in (("num_csx", 1), ("num_workers_per_csx", 0),
+                              ("max_wgt_servers", 24), ("max_act_per_csx", 1)):
+            if getattr(self, name) is None:
+                setattr(self, name, default)
+        for name in ("mount_dirs", "python_paths", "job_labels"):
+            if getattr(self, name) is None:
+                setattr(self, name, [])
+        self.disable_version_check = bool(self.disable_version_check)
         if int(self.num_csx) < 1:
             raise ValueError(f"num_csx must be at least 1, got {self.num_csx}")
         for label in self.job_labels:
@@ -36,4 +48,4 @@ class CSConfig:
         return dict(str(label).split("=", 1) for label in self.job_labels)
 
 
-__all__ = ["CSConfig", "data"]
+__all__ = ["CSConfig", "data", "nest", "tensorboard"]

@@ -3,6 +3,7 @@ and DataExecutor (the steps of a run, their rates and the appliance's staging)."
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Callable, Iterator
 
@@ -19,8 +20,12 @@ class DataLoader:
     """
 
     def __init__(self, input_fn: Callable, *args, **kwargs):
+        if not callable(input_fn):
+            raise TypeError(f"DataLoader expects an input function, got "
+                            f"{type(input_fn).__name__}")
         self.input_fn, self.args, self.kwargs = input_fn, args, kwargs
         self._loader = None
+        self._state: dict | None = None
 
     @property
     def loader(self):
@@ -38,6 +43,74 @@ class DataLoader:
     def __iter__(self) -> Iterator:
         return iter(self.loader)
 
+    @property
+    def is_restartable(self) -> bool:
+        """True if the input function's loader can save and restore its position."""
+        return all(hasattr(self.loader, name) for name in ("state_dict", "load_state_dict"))
+
+    def state_dict(self) -> dict:
+        if not self.is_restartable:
+            raise RuntimeError("This dataloader is not restartable: its loader has no "
+                               "state_dict()/load_state_dict().")
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a position saved by state_dict() (ignored by loaders that cannot)."""
+        self._state = state
+        if self.is_restartable:
+            self.loader.load_state_dict(state)
+
+
+def compute_num_steps(dataloader, initial_step: int = 0, num_steps: int | None = None,
+                      max_steps: int | None = None, num_epochs: int | None = None,
+                      steps_per_epoch: int | None = None, grad_accum_steps: int = 1) -> int:
+    """How many batches a run iterates.
+
+    The run's length in optimizer steps is num_steps, else num_epochs epochs of
+    steps_per_epoch batches (by default all the dataloader's batches) divided by the
+    gradient accumulation; max_steps caps the global step the run may reach, counting
+    from initial_step. The result counts batches (optimizer steps x grad_accum_steps).
+    """
+    def positive(name, value, zero_ok=False):
+        if value is None:
+            return None
+        if isinstance(value, bool) or int(value) != value or value < (0 if zero_ok else 1):
+            raise ValueError(f"{name} must be a {'non-negative' if zero_ok else 'positive'} "
+                             f"integer, got {value!r}")
+        return int(value)
+
+    initial_step = positive("initial_step", initial_step, zero_ok=True)
+    num_steps = positive("num_steps", num_steps)
+    max_steps = positive("max_steps", max_steps, zero_ok=True)
+    num_epochs = positive("num_epochs", num_epochs)
+    steps_per_epoch = positive("steps_per_epoch", steps_per_epoch)
+    grad_accum_steps = positive("grad_accum_steps", grad_accum_steps) or 1
+
+    total = None
+    if num_steps is not None:
+        total = num_steps
+    elif num_epochs is not None:
+        if steps_per_epoch is None:
+            try:
+                steps_per_epoch = len(dataloader)
+            except TypeError as err:
+                raise ValueError("num_epochs needs steps_per_epoch for a dataloader without a "
+                                 "length.") from err
+        total = num_epochs * steps_per_epoch // grad_accum_steps
+    elif max_steps is None:
+        raise ValueError("One of num_steps, num_epochs or max_steps must be given.")
+    if max_steps is not None:
+        if initial_step >= max_steps:
+            raise RuntimeError(f"Global step {initial_step} already exceeds max step "
+                               f"{max_steps}.")
+        remaining = max_steps - initial_step
+        total = remaining if total is None else min(total, remaining)
+    if total < 1:
+        raise ValueError(f"The run would have no steps (num_steps={num_steps}, "
+                         f"num_epochs={num_epochs}, steps_per_epoch={steps_per_epoch}, "
+                         f"grad_accum_steps={grad_accum_steps}).")
+    return total * grad_accum_steps
+
 
 def batch_samples(batch) -> int:
     """The number of samples in a batch: the leading size of its first tensor."""
@@ -50,6 +123,33 @@ def batch_samples(batch) -> int:
     return 1
 
 
+RATE_WINDOW = 20  # steps
+
+
+class RateTracker:
+    """The profiler's figures as properties (rate: since the previous reading)."""
+
+    def __init__(self, profiler: Profiler):
+        self._profiler = profiler
+
+    @property
+    def rate(self) -> float:
+        """Samples per second over the recent steps (the last RATE_WINDOW at most)."""
+        return self._profiler.recent_rate()
+
+    @property
+    def global_rate(self) -> float:
+        return self._profiler.global_rate()
+
+    @property
+    def total_samples(self) -> int:
+        return self._profiler.total_samples
+
+    @property
+    def total_time(self) -> float:
+        return self._profiler.total_time
+
+
 class Profiler:
     """Samples and time of a run on the backend's clock (device time on the appliance)."""
 
@@ -57,9 +157,17 @@ class Profiler:
         self.backend = backend
         self.start = self._last_time = backend.now()
         self.total_samples = self._last_samples = 0
+        self.rate_tracker = RateTracker(self)
+        self._recent = collections.deque([(self.start, 0)], maxlen=RATE_WINDOW + 1)
 
     def record(self, samples: int) -> None:
         self.total_samples += samples
+        self._recent.append((self.backend.now(), self.total_samples))
+
+    def recent_rate(self) -> float:
+        (first_time, first_samples), (last_time, last_samples) = self._recent[0], self._recent[-1]
+        elapsed = last_time - first_time
+        return (last_samples - first_samples) / elapsed if elapsed > 0 else 0.0
 
     @property
     def total_time(self) -> float:
@@ -84,13 +192,22 @@ class DataExecutor:
     _running: DataExecutor | None = None
 
     def __init__(self, dataloader: DataLoader, num_steps: int | None = None,
-                 checkpoint_steps: int | None = None, cs_config=None):
+                 checkpoint_steps: int | None = None, activation_steps: int | None = None,
+                 cs_config=None, writer=None, listeners=None, micro_batch_size=None):
         if num_steps is not None and num_steps < 1:
             raise ValueError(f"num_steps must be at least 1, got {num_steps}")
+        if checkpoint_steps is not None and checkpoint_steps < 0:
+            raise ValueError(f"checkpoint_steps must not be negative, got {checkpoint_steps}")
+        if not isinstance(dataloader, DataLoader):
+            raise TypeError("DataExecutor expects a cerebras_pytorch.utils.data.DataLoader, "
+                            f"got {type(dataloader).__name__}")
         self.dataloader = dataloader
-        self.num_steps = num_steps if num_steps is not None else len(dataloader)
-        self.checkpoint_steps = checkpoint_steps
+        self._num_steps = num_steps
+        self.checkpoint_steps = checkpoint_steps or None
+        self.activation_steps = activation_steps
         self.cs_config = cs_config
+        self.writer = writer
+        self.listeners = list(listeners or [])
         self.backend = current_backend()
         self.profiler: Profiler | None = None
         self.user_iteration = 0
@@ -101,8 +218,22 @@ class DataExecutor:
         return cls._running
 
     @property
+    def num_steps(self) -> int:
+        """The steps of the run (all the dataloader's batches when none were given)."""
+        if self._num_steps is None:
+            self._num_steps = len(self.dataloader)
+        return self._num_steps
+
+    @property
     def on_final_iteration(self) -> bool:
         return self.user_iteration == self.num_steps
+
+    @property
+    def is_checkpoint_step(self) -> bool:
+        """Steps that are multiples of checkpoint_steps, and the final step."""
+        if self.on_final_iteration:
+            return True
+        return bool(self.checkpoint_steps) and self.user_iteration % self.checkpoint_steps == 0
 
     def complete_step(self) -> None:
         """The current step ran: count its samples (and its device time)."""
@@ -139,6 +270,11 @@ class DataExecutor:
         return itertools.chain([next(batches)], batches)
 
     def __iter__(self) -> Iterator:
+        if self.backend.is_csx and self.backend.session is None:
+            # the client: the run is submitted to the appliance (does not return)
+            from ..appliance import script
+
+            script.submit_running_script(self)
         batches = self.backend.start_run(self._start_input)
         self.profiler = Profiler(self.backend)
         DataExecutor._running = self
@@ -151,3 +287,5 @@ class DataExecutor:
                 self.complete_step()
         finally:
             DataExecutor._running = None
+            if self.writer is not None and hasattr(self.writer, "flush"):
+                self.writer.flush()

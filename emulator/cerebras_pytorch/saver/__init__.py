@@ -8,8 +8,8 @@ import time
 
 import torch
 
-from ._version import __version__
-from .appliance import session as _session
+from .._version import __version__
+from ..appliance import session as _session
 
 
 def _with_metadata(obj):
@@ -38,3 +38,8 @@ def save(obj, checkpoint_file: str | os.PathLike) -> None:
 
 def load(checkpoint_file: str | os.PathLike, map_location=None):
     return torch.load(checkpoint_file, map_location=map_location or "cpu")
+
+
+from .pt_h5_saver import CkptVersion, PyTorchH5Saver  # noqa: E402
+
+__all__ = ["CkptVersion", "PyTorchH5Saver", "load", "save"]

@@ -1,0 +1,1 @@
+"""cerebras_appliance.utils: small helpers of the client library."""

@@ -1,0 +1,5 @@
+"""cstorch.core: the run modes."""
+
+from . import modes
+
+__all__ = ["modes"]

@@ -1,0 +1,208 @@
+"""A training script shaped like the 2.1.1 modelzoo's cstorch loop, on CPU and on CSX.
+
+On CSX the loop is the client's: its DataExecutor submits the script (compile, then
+execute job, here through LocalJobRunner) and the worker runs it. The last test runs
+the upstream modelzoo's fc_mnist from the vendor mirror when this machine has it.
+"""
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from cerebras_pytorch.utils import tensorboard
+
+pytestmark = pytest.mark.unit
+
+EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
+MIRROR = Path("/work/.mirror/Cerebras+modelzoo/repo")
+
+SCRIPT = '''
+import logging
+import sys
+
+import torch
+
+import cerebras_pytorch as cstorch
+from cerebras_appliance.errors import ApplianceNanError
+
+
+def data(params):
+    x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
+    y = x.sum(1, keepdim=True)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y),
+                                       batch_size=params["train_input"]["batch_size"])
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 1)
+
+    def forward(self, batch):
+        return torch.nn.functional.mse_loss(self.linear(batch[0]), batch[1])
+
+
+def main(device, model_dir, mounts):
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+    torch.manual_seed(1)
+    params = {"train_input": {"batch_size": 8}}
+    backend = cstorch.backend(device, artifact_dir=model_dir)
+    with backend.device:
+        model = Model()
+    compiled = cstorch.compile(model, backend)
+    compiled.train()
+    logging.info("set-up done")
+    groups = cstorch.optim.configure_param_groups(model, {})
+    schedule = [{"scheduler": "Linear", "initial_learning_rate": 0.1,
+                 "end_learning_rate": 0.01, "total_iters": 30}]
+    optimizer = cstorch.optim.configure_optimizer("SGD", groups, learning_rate=schedule)
+    scheduler = cstorch.optim.configure_lr_scheduler(optimizer, schedule)
+    dataloader = cstorch.utils.data.DataLoader(data, params)
+    writer = cstorch.utils.tensorboard.SummaryWriter(log_dir=model_dir + "/train")
+    executor = cstorch.utils.data.DataExecutor(
+        dataloader, num_steps=cstorch.utils.data.compute_num_steps(dataloader, max_steps=30,
+                                                                   num_epochs=10),
+        checkpoint_steps=20, writer=writer,
+        cs_config=cstorch.utils.CSConfig(mount_dirs=mounts, python_paths=mounts))
+
+    @cstorch.trace
+    def training_step(batch):
+        loss = compiled(batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        scheduler.step()
+        return loss
+
+    @cstorch.step_closure
+    def post_training_step(loss, step):
+        if torch.isnan(loss).any():
+            raise ApplianceNanError("NaN loss detected.")
+        writer.add_scalar("loss", loss.item(), step)
+        if step == 1 or executor.on_final_iteration:
+            logging.info(f"| Train Device={backend.device}, Step={step}, Loss={loss.item():.5f}")
+
+    @cstorch.checkpoint_closure
+    def save_checkpoint(step):
+        cstorch.save({"model": model.state_dict(), "global_step": step},
+                     f"{model_dir}/checkpoint_{step}.mdl")
+        logging.info(f"Saved checkpoint at step {step}")
+
+    for step, batch in enumerate(executor, start=1):
+        loss = training_step(batch)
+        post_training_step(loss, step)
+        save_checkpoint(step)
+    logging.info(f"Processed {executor.profiler.rate_tracker.total_samples} sample(s)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3:])
+'''
+LINE = re.compile(r"^\| Train Device=(\w+), Step=(\d+), Loss=(\d+\.\d+)$", re.M)
+
+
+def run_script(tmp_path, device):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CEREBRAS_")}
+    env.update(PYTHONPATH=str(EMULATOR), OMP_NUM_THREADS="1",
+               CEREBRAS_APPLIANCE_RUNNER="cerebras_pytorch.appliance.local:LocalJobRunner")
+    model_dir = tmp_path / f"md_{device}"
+    return model_dir, subprocess.run(
+        [sys.executable, str(script), device, str(model_dir), str(tmp_path)], cwd=tmp_path,
+        env=env, capture_output=True, text=True, timeout=180)
+
+
+def events(path: Path) -> list[bytes]:
+    """The records of a tensorboard event file, checking their framing."""
+    data, records = path.read_bytes(), []
+    while data:
+        header = data[:8]
+        (length,) = struct.unpack("<Q", header)
+        assert struct.unpack("<I", data[8:12])[0] == tensorboard.masked_crc(header)
+        body = data[12:12 + length]
+        assert struct.unpack("<I", data[12 + length:16 + length])[0] == \
+            tensorboard.masked_crc(body)
+        records.append(body)
+        data = data[16 + length:]
+    return records
+
+
+def test_cpu_and_csx_runs_train_the_same(tmp_path):
+    cpu_dir, cpu = run_script(tmp_path, "CPU")
+    assert cpu.returncode == 0, cpu.stdout + cpu.stderr
+    cpu_lines = LINE.findall(cpu.stdout)
+    assert [step for _, step, _ in cpu_lines] == ["1", "30"]
+    assert float(cpu_lines[-1][2]) < float(cpu_lines[0][2]) / 4
+    assert sorted(p.name for p in cpu_dir.glob("checkpoint_*")) == [
+        "checkpoint_20.mdl", "checkpoint_30.mdl"]
+    assert "Processed 240 sample(s)" in cpu.stdout
+    (event_file,) = (cpu_dir / "train").glob("events.out.tfevents.*")
+    assert len(events(event_file)) == 31  # the file version, then 30 losses
+
+    csx_dir, csx = run_script(tmp_path, "CSX")
+    out = csx.stdout
+    assert csx.returncode == 0, out + csx.stderr
+    order = ["set-up done", "Compiling the model.", "Compile was successful!",
+             "Beginning appliance run", "| Train Device=CSX, Step=1,",
+             "Saved checkpoint at step 20", "| Train Device=CSX, Step=30,",
+             "Saved checkpoint at step 30", "Processed 240 sample(s)"]
+    positions = [out.find(text) for text in order]
+    assert -1 not in positions and positions == sorted(positions), \
+        list(zip(order, positions, strict=True))
+    assert out.count("set-up done") == 1  # the worker's re-run of the set-up is not relayed
+    assert LINE.findall(out)[-1][2] == cpu_lines[-1][2]  # the same numerics
+    assert (csx_dir / "checkpoint_30.mdl").is_file()
+    state = torch.load(csx_dir / "checkpoint_30.mdl")
+    assert state["global_step"] == 30
+    (event_file,) = (csx_dir / "train").glob("events.out.tfevents.*")
+    assert len(events(event_file)) == 31
+
+
+def test_a_csx_executor_needs_the_cluster_config(tmp_path):
+    script = tmp_path / "bare.py"
+    script.write_text("import torch, cerebras_pytorch as cstorch\n"
+                      "cstorch.backend('CSX')\n"
+                      "loader = cstorch.utils.data.DataLoader(lambda: [torch.zeros(1)])\n"
+                      "for batch in cstorch.utils.data.DataExecutor(loader, num_steps=1):\n"
+                      "    pass\n")
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, env={**os.environ,
+                                                        "PYTHONPATH": str(EMULATOR)})
+    assert result.returncode == 1
+    assert "ApplianceClientError: A CSX program cannot run on the client" in result.stderr
+
+
+@pytest.mark.skipif(not (MIRROR / "HEAD").is_file(),
+                    reason=f"no vendor mirror of Cerebras/modelzoo at {MIRROR}")
+def test_upstream_fc_mnist_runs_on_cpu(tmp_path, mnist_dir):
+    """modelzoo/fc_mnist/pytorch/run.py at Release_2.1.1, unmodified; only the params'
+    data_dir points at our MNIST."""
+    tree = tmp_path / "modelzoo"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(MIRROR), "archive", "Release_2.1.1",
+                              "modelzoo/__init__.py", "modelzoo/common", "modelzoo/fc_mnist"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    fc_mnist = tree / "modelzoo" / "fc_mnist" / "pytorch"
+    params = yaml.safe_load((fc_mnist / "configs" / "params.yaml").read_text())
+    params["train_input"]["data_dir"] = params["eval_input"]["data_dir"] = str(mnist_dir)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    env = {**os.environ, "PYTHONPATH": str(EMULATOR), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, str(fc_mnist / "run.py"), "CPU", "--mode", "train", "--params",
+         str(tmp_path / "params.yaml"), "--max_steps", "50", "--model_dir",
+         str(tmp_path / "md")], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "| Train Device=CPU, Step=50, Loss=" in result.stdout
+    assert "Training completed successfully!" in result.stdout
+    assert (tmp_path / "md" / "checkpoint_50.mdl").is_file()
+    shutil.rmtree(tree)
