@@ -70,7 +70,7 @@ def _tensors(value: Any):
 
 
 def trace(model: torch.nn.Module, micro_args: tuple, micro_kwargs: dict,
-          training: bool) -> tuple[int, list[int]]:
+          training: bool, strategy: Any = None) -> tuple[int, list[int]]:
     """Run one micro-batch forward, following the blocks; (IPUs per replica, bytes per IPU)."""
     param_ipu: dict[int, int] = {}
     activation_bytes: dict[int, int] = {}
@@ -89,7 +89,7 @@ def trace(model: torch.nn.Module, micro_args: tuple, micro_kwargs: dict,
     rng = torch.get_rng_state()
     model.train(training)
     try:
-        with placement.trace(), torch.no_grad():
+        with placement.trace(strategy), torch.no_grad():
             model(*micro_args, **micro_kwargs)
         ipus = placement.highest_ipu + 1
     finally:
@@ -113,9 +113,10 @@ def trace(model: torch.nn.Module, micro_args: tuple, micro_kwargs: dict,
 
 
 def cache_key(model: torch.nn.Module, inputs: Any, options: Options, training: bool,
-              version: str) -> str:
+              version: str, blocks: dict[str, int] | None = None) -> str:
     digest = hashlib.sha256()
     digest.update(f"{version}|{training}|{model!r}".encode())
+    digest.update(json.dumps(sorted((blocks or {}).items())).encode())  # block -> IPU
     for name, parameter in model.named_parameters():
         digest.update(f"{name}:{tuple(parameter.shape)}:{parameter.dtype}".encode())
     for tensor in _tensors(inputs):
@@ -213,7 +214,8 @@ def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args:
     cache_dir = options.executable_cache_dir
     if cache_dir and not options.ipu_model():
         check_cache_dir(Path(cache_dir).expanduser())  # before any work, as the compile fails
-    ipus, bytes_per_ipu = trace(model, micro_args, micro_kwargs, training)
+    ipus, bytes_per_ipu = trace(model, micro_args, micro_kwargs, training,
+                                options.execution_strategy)
     inputs = (args, kwargs)  # keyword inputs count as much as positional ones
     replicas = options.replication_factor
     reserved, _ids = acquire(options, ipus)
@@ -227,7 +229,7 @@ def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args:
         if tensor.dtype == torch.int64:  # the IPU has no 64-bit integers
             logger.log("WARN", f"[DISPATCHER] Type coerced from Long to Int for tensor id "
                                f"{9 + index}", component="poptorch:cpp")
-    key = cache_key(model, inputs, options, training, version)
+    key = cache_key(model, inputs, options, training, version, dict(placement.blocks))
     cache_file = Path(cache_dir).expanduser() / f"{key}.popef" if cache_dir else None
     if cache_file is not None and cache_file.exists() and not options.ipu_model():
         executable = read_cached(cache_file)
