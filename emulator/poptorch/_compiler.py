@@ -89,8 +89,9 @@ def trace(model: torch.nn.Module, micro_args: tuple, micro_kwargs: dict,
     rng = torch.get_rng_state()
     model.train(training)
     try:
-        with placement.trace(strategy), torch.no_grad():
-            model(*micro_args, **micro_kwargs)
+        half = HalfOnCpu(model, micro_args, micro_kwargs)
+        with placement.trace(strategy), torch.no_grad(), half:
+            model(*half.args, **half.kwargs)
         ipus = placement.highest_ipu + 1
     finally:
         model.train(was_training)
@@ -110,6 +111,55 @@ def trace(model: torch.nn.Module, micro_args: tuple, micro_kwargs: dict,
     for ipu, size in activation_bytes.items():
         per_ipu[ipu] += size * (2 if training else 1)  # kept for the backward pass
     return ipus, per_ipu
+
+
+def _cast(value: Any, from_dtype: torch.dtype, to_dtype: torch.dtype) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(to_dtype) if value.dtype == from_dtype else value
+    if isinstance(value, tuple | list):
+        return type(value)(_cast(v, from_dtype, to_dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast(v, from_dtype, to_dtype) for k, v in value.items()}
+    return value
+
+
+class HalfOnCpu:
+    """Runs a float16 model (model.half(), half inputs) with float32 arithmetic.
+
+    The IPU computes in float16; the host CPU's PyTorch has no float16 kernels for
+    convolutions, matmuls or norms. Inside the context the model's float16
+    parameters and buffers (the same Parameter objects, so optimizers keep them) hold
+    float32 copies and float16 inputs are widened; on leaving, the values (and
+    gradients) are rounded back to float16, as the device stores them, and outputs
+    that are float32 only because of the widening are returned as float16.
+    """
+
+    def __init__(self, model: torch.nn.Module, args: tuple, kwargs: dict):
+        self.tensors = [t for t in list(model.parameters()) + list(model.buffers())
+                        if t.dtype == torch.float16]
+        self.active = bool(self.tensors) or any(
+            t.dtype == torch.float16 for t in _tensors((args, kwargs)))
+        self.args, self.kwargs = args, kwargs
+        if self.active:
+            self.args = _cast(args, torch.float16, torch.float32)
+            self.kwargs = _cast(kwargs, torch.float16, torch.float32)
+
+    def __enter__(self) -> HalfOnCpu:
+        for tensor in self.tensors:
+            tensor.data = tensor.data.float()
+            if tensor.grad is not None:
+                tensor.grad = tensor.grad.float()
+        return self
+
+    def output(self, value: Any) -> Any:
+        return _cast(value, torch.float32, torch.float16) if self.active else value
+
+    def __exit__(self, *exc: object) -> None:
+        with torch.no_grad():
+            for tensor in self.tensors:
+                tensor.data = tensor.data.half()
+                if tensor.grad is not None:
+                    tensor.grad = tensor.grad.half()
 
 
 def cache_key(model: torch.nn.Module, inputs: Any, options: Options, training: bool,

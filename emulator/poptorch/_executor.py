@@ -355,6 +355,12 @@ class PoplarExecutor:
         self._distributed = dist
 
     def _step(self, args: tuple, kwargs: dict) -> Any:
+        half = _compiler.HalfOnCpu(self._model, args, kwargs)
+        with half:
+            output = self._run(half.args, half.kwargs)
+        return half.output(output)
+
+    def _run(self, args: tuple, kwargs: dict) -> Any:
         anchors = self._anchor_values("parameter")
         self._step_anchors.append(anchors)
         if not self._training:

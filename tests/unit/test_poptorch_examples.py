@@ -210,3 +210,39 @@ def test_anchoring_a_tensor_the_graph_lacks_fails_at_compile(allocation):
     opts = poptorch.Options().anchorTensor("g", "Gradient___fc1.weight")
     with pytest.raises(poptorch.Error, match="inference graph"):
         poptorch.inferenceModel(Mlp(), opts)(torch.randn(2, 4))
+
+
+class SmallConv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3)
+        self.norm = torch.nn.GroupNorm(2, 4)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x, labels=None):
+        x = self.fc(torch.flatten(self.norm(torch.relu(self.conv(x))), 1))
+        out = torch.log_softmax(x, dim=1)
+        return out if labels is None else (out, torch.nn.functional.nll_loss(out, labels))
+
+
+def test_a_half_precision_model_trains_and_stays_half(allocation):
+    allocation(1)
+    torch.manual_seed(0)
+    model = SmallConv().half()
+    optimizer = poptorch.optim.AdamW(model.parameters(), lr=0.01, accum_type=torch.float16,
+                                     loss_scaling=1024)
+    opts = poptorch.Options()
+    opts.Precision.setPartialsType(torch.half)
+    training = poptorch.trainingModel(model, opts, optimizer)
+    labels = torch.randint(0, 3, (24,))
+    x = (torch.randn(24, 1, 8, 8) + labels.view(-1, 1, 1, 1)).half()
+    first = training(x, labels)[1]
+    for _ in range(20):
+        out, loss = training(x, labels)
+    assert out.dtype == loss.dtype == torch.float16
+    assert loss.item() < first.item()
+    assert all(p.dtype == torch.float16 for p in model.parameters())
+    inference = poptorch.inferenceModel(model.eval())
+    predictions = inference(x)
+    assert predictions.dtype == torch.float16
+    assert (predictions.argmax(1) == labels).float().mean() > 0.8
