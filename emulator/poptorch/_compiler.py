@@ -70,7 +70,7 @@ def _tensors(value: Any):
 
 
 def trace(model: torch.nn.Module, micro_args: tuple, micro_kwargs: dict,
-          training: bool) -> tuple[int, list[int]]:
+          training: bool, strategy: Any = None) -> tuple[int, list[int]]:
     """Run one micro-batch forward, following the blocks; (IPUs per replica, bytes per IPU)."""
     param_ipu: dict[int, int] = {}
     activation_bytes: dict[int, int] = {}
@@ -89,8 +89,9 @@ def trace(model: torch.nn.Module, micro_args: tuple, micro_kwargs: dict,
     rng = torch.get_rng_state()
     model.train(training)
     try:
-        with placement.trace(), torch.no_grad():
-            model(*micro_args, **micro_kwargs)
+        half = HalfOnCpu(model, micro_args, micro_kwargs)
+        with placement.trace(strategy), torch.no_grad(), half:
+            model(*half.args, **half.kwargs)
         ipus = placement.highest_ipu + 1
     finally:
         model.train(was_training)
@@ -112,10 +113,60 @@ def trace(model: torch.nn.Module, micro_args: tuple, micro_kwargs: dict,
     return ipus, per_ipu
 
 
+def _cast(value: Any, from_dtype: torch.dtype, to_dtype: torch.dtype) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(to_dtype) if value.dtype == from_dtype else value
+    if isinstance(value, tuple | list):
+        return type(value)(_cast(v, from_dtype, to_dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast(v, from_dtype, to_dtype) for k, v in value.items()}
+    return value
+
+
+class HalfOnCpu:
+    """Runs a float16 model (model.half(), half inputs) with float32 arithmetic.
+
+    The IPU computes in float16; the host CPU's PyTorch has no float16 kernels for
+    convolutions, matmuls or norms. Inside the context the model's float16
+    parameters and buffers (the same Parameter objects, so optimizers keep them) hold
+    float32 copies and float16 inputs are widened; on leaving, the values (and
+    gradients) are rounded back to float16, as the device stores them, and outputs
+    that are float32 only because of the widening are returned as float16.
+    """
+
+    def __init__(self, model: torch.nn.Module, args: tuple, kwargs: dict):
+        self.tensors = [t for t in list(model.parameters()) + list(model.buffers())
+                        if t.dtype == torch.float16]
+        self.active = bool(self.tensors) or any(
+            t.dtype == torch.float16 for t in _tensors((args, kwargs)))
+        self.args, self.kwargs = args, kwargs
+        if self.active:
+            self.args = _cast(args, torch.float16, torch.float32)
+            self.kwargs = _cast(kwargs, torch.float16, torch.float32)
+
+    def __enter__(self) -> HalfOnCpu:
+        for tensor in self.tensors:
+            tensor.data = tensor.data.float()
+            if tensor.grad is not None:
+                tensor.grad = tensor.grad.float()
+        return self
+
+    def output(self, value: Any) -> Any:
+        return _cast(value, torch.float32, torch.float16) if self.active else value
+
+    def __exit__(self, *exc: object) -> None:
+        with torch.no_grad():
+            for tensor in self.tensors:
+                tensor.data = tensor.data.half()
+                if tensor.grad is not None:
+                    tensor.grad = tensor.grad.half()
+
+
 def cache_key(model: torch.nn.Module, inputs: Any, options: Options, training: bool,
-              version: str) -> str:
+              version: str, blocks: dict[str, int] | None = None) -> str:
     digest = hashlib.sha256()
     digest.update(f"{version}|{training}|{model!r}".encode())
+    digest.update(json.dumps(sorted((blocks or {}).items())).encode())  # block -> IPU
     for name, parameter in model.named_parameters():
         digest.update(f"{name}:{tuple(parameter.shape)}:{parameter.dtype}".encode())
     for tensor in _tensors(inputs):
@@ -213,7 +264,8 @@ def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args:
     cache_dir = options.executable_cache_dir
     if cache_dir and not options.ipu_model():
         check_cache_dir(Path(cache_dir).expanduser())  # before any work, as the compile fails
-    ipus, bytes_per_ipu = trace(model, micro_args, micro_kwargs, training)
+    ipus, bytes_per_ipu = trace(model, micro_args, micro_kwargs, training,
+                                options.execution_strategy)
     inputs = (args, kwargs)  # keyword inputs count as much as positional ones
     replicas = options.replication_factor
     reserved, _ids = acquire(options, ipus)
@@ -227,7 +279,7 @@ def compile_model(model: torch.nn.Module, args: tuple, kwargs: dict, micro_args:
         if tensor.dtype == torch.int64:  # the IPU has no 64-bit integers
             logger.log("WARN", f"[DISPATCHER] Type coerced from Long to Int for tensor id "
                                f"{9 + index}", component="poptorch:cpp")
-    key = cache_key(model, inputs, options, training, version)
+    key = cache_key(model, inputs, options, training, version, dict(placement.blocks))
     cache_file = Path(cache_dir).expanduser() / f"{key}.popef" if cache_dir else None
     if cache_file is not None and cache_file.exists() and not options.ipu_model():
         executable = read_cached(cache_file)

@@ -28,6 +28,7 @@ from .enums import OutputMode
 from .options import Options
 
 _system_trace: SystemTrace | None = None
+_GRADIENT, _UPDATED = "Gradient___", "UpdatedVar___"  # PopART's prefixes of tensor names
 
 
 def _trace() -> SystemTrace:
@@ -123,6 +124,8 @@ class PoplarExecutor:
         self._destroyed = False
         self._perf: dict[str, list[list[float]]] = {}
         self._distributed = None
+        self._anchor_memory: dict[str, torch.Tensor] = {}
+        self._step_anchors: list[dict[str, torch.Tensor]] = []
 
     # -- PopTorch's methods --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -150,11 +153,13 @@ class PoplarExecutor:
             self.attachToDevice()
         start = runtime.clock.now()
         outputs = []
+        self._step_anchors = []
         self._model.train(self._training)
         for step in range(steps):
             step_args = _slice(args, step * chunk, (step + 1) * chunk)
             step_kwargs = _slice(kwargs, step * chunk, (step + 1) * chunk)
             outputs.append(self._step(step_args, step_kwargs))
+        self._keep_anchors()
         self._account(start, steps, micro)
         return _combine(outputs, self._output_mode, options.output_return_period)
 
@@ -205,6 +210,22 @@ class PoplarExecutor:
             raise Error("setOptimizer is only valid for a trainingModel")
         self._optimizer = optimizer
 
+    def getTensorNames(self) -> list[str]:  # noqa: N802
+        """The names of the graph's tensors that anchorTensor can keep.
+
+        Each parameter `p` (as named_parameters names it); in training also its
+        gradient `Gradient___p` and its value after the optimizer step `UpdatedVar___p`.
+        """
+        if self._executable is None:
+            raise Error("Model must be compiled before calling getTensorNames")
+        return self._tensor_names()
+
+    def getAnchoredTensor(self, short_name: str) -> torch.Tensor:  # noqa: N802
+        """The tensor anchored as `short_name` (Options.anchorTensor), from the last call."""
+        if short_name not in self._anchor_memory:
+            raise Error(f"No tensor with name {short_name} found.")
+        return self._anchor_memory[short_name]
+
     def getPerfCounters(self) -> dict[str, list[list[float]]]:  # noqa: N802
         """Device-time stamps (seconds) of the last call: [replica][device iteration]."""
         return copy.deepcopy(self._perf)
@@ -249,7 +270,62 @@ class PoplarExecutor:
         if self._destroyed:
             raise Error("This executor has been destroyed")
 
+    def _tensor_names(self) -> list[str]:
+        names = []
+        for name, _ in self._model.named_parameters():
+            names.append(name)
+            if self._training:
+                names += [f"{_GRADIENT}{name}", f"{_UPDATED}{name}"]
+        return names
+
+    def _check_anchors(self) -> None:
+        known = set(self._tensor_names())
+        for short, (long_name, _mode, _period) in self._options.anchored_tensors.items():
+            if long_name not in known:
+                raise Error(f"anchorTensor('{short}', '{long_name}'): there is no tensor "
+                            f"'{long_name}' in the {'training' if self._training else 'inference'}"
+                            " graph; getTensorNames() lists the names",
+                            "poptorch/source/popart_compiler/Compiler.cpp")
+
+    def _anchor_values(self, kind: str) -> dict[str, torch.Tensor]:
+        """This step's values of the anchored tensors of one kind (parameter, gradient, update)."""
+        wanted = {short: long_name for short, (long_name, _m, _p) in
+                  self._options.anchored_tensors.items()}
+        if not wanted:
+            return {}
+        parameters = dict(self._model.named_parameters())
+        values = {}
+        for short, long_name in wanted.items():
+            if kind == "gradient" and long_name.startswith(_GRADIENT):
+                grad = parameters[long_name[len(_GRADIENT):]].grad
+                values[short] = torch.zeros_like(parameters[long_name[len(_GRADIENT):]]) \
+                    if grad is None else grad.detach().clone()
+            elif kind == "updated" and long_name.startswith(_UPDATED):
+                values[short] = parameters[long_name[len(_UPDATED):]].detach().clone()
+            elif kind == "parameter" and long_name in parameters:
+                values[short] = parameters[long_name].detach().clone()
+        return values
+
+    def _keep_anchors(self) -> None:
+        if not self._step_anchors:
+            return
+        for short, (_long, mode, period) in self._options.anchored_tensors.items():
+            steps = [values[short] for values in self._step_anchors if short in values]
+            if not steps:
+                continue
+            mode = self._output_mode if mode is None else mode
+            if mode == OutputMode.Final:
+                kept = steps[-1]
+            elif mode == OutputMode.Sum:
+                kept = torch.stack(steps).sum(0)
+            else:
+                if mode == OutputMode.EveryN:
+                    steps = steps[period - 1::period] or steps[-1:]
+                kept = steps[0] if len(steps) == 1 else torch.stack(steps)
+            self._anchor_memory[short] = kept
+
     def _compile(self, args: tuple, kwargs: dict, micro: int) -> None:
+        self._check_anchors()
         self._setup_distributed()
         micro_args = _slice(args, 0, micro)
         micro_kwargs = _slice(kwargs, 0, micro)
@@ -279,6 +355,14 @@ class PoplarExecutor:
         self._distributed = dist
 
     def _step(self, args: tuple, kwargs: dict) -> Any:
+        half = _compiler.HalfOnCpu(self._model, args, kwargs)
+        with half:
+            output = self._run(half.args, half.kwargs)
+        return half.output(output)
+
+    def _run(self, args: tuple, kwargs: dict) -> Any:
+        anchors = self._anchor_values("parameter")
+        self._step_anchors.append(anchors)
         if not self._training:
             with torch.no_grad():
                 return _detach(self._model(*args, **kwargs), self._options.replication_factor)
@@ -292,7 +376,9 @@ class PoplarExecutor:
                 if parameter.grad is not None:
                     self._distributed.all_reduce(parameter.grad)
                     parameter.grad /= world
+        anchors.update(self._anchor_values("gradient"))
         self._optimizer.step()
+        anchors.update(self._anchor_values("updated"))
         return _detach(output, self._options.replication_factor)
 
     def _account(self, start: float, steps: int, micro: int) -> None:

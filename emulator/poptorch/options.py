@@ -353,9 +353,27 @@ class Options:
         self._values["max_repeat_logs"] = int(count)
         return self
 
-    def anchorTensor(self, short_name: str, long_name: str, output_mode=None, period=1):  # noqa: N802
-        self._values.setdefault("anchored_tensors", {})[short_name] = long_name
+    def anchorTensor(self, short_name: str, long_name: str,  # noqa: N802
+                     output_mode: OutputMode | None = None, output_return_period: int = 1):
+        """Keep tensor `long_name` (a getTensorNames() name) for getAnchoredTensor(short_name).
+
+        `output_mode` None means the model outputs' mode; the period counts with EveryN.
+        """
+        if not isinstance(short_name, str) or not isinstance(long_name, str):
+            raise ValueError("anchorTensor takes a short name and a tensor name (strings)")
+        mode = None if output_mode is None else OutputMode(output_mode)
+        period = _positive("output_return_period", output_return_period) \
+            if mode == OutputMode.EveryN else 1
+        self._values.setdefault("anchored_tensors", {})[short_name] = \
+            [long_name, None if mode is None else mode.name, period]
         return self
+
+    @property
+    def anchored_tensors(self) -> dict[str, tuple[str, OutputMode | None, int]]:
+        """short name -> (tensor name, output mode or None, return period)."""
+        return {short: (long, None if mode is None else OutputMode[mode], period)
+                for short, (long, mode, period) in
+                self._values.get("anchored_tensors", {}).items()}
 
     def loadFromFile(self, filepath: str) -> Options:  # noqa: N802
         """One option per line: `deviceIterations(4)`, `Training.gradientAccumulation(2)`."""
