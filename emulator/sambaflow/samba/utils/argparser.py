@@ -7,6 +7,9 @@ folder, tiles, data parallel, ...) and the app's common ones (common_parser_fn);
 `compile` adds -ws/--world-size and the app's compile_parser_fn; `run`, `test` and
 `measure-performance` add -p/--pef and --reduce-on-rdu, and the app's run_parser_fn
 (test: also test_parser_fn). Anything else is argparse's error, status 2.
+
+parse_yaml_to_args(path, args) then lays a YAML file of arguments over the parsed ones
+(the apps' --yaml-config).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..._distributed import layout
+from ..._errors import SambaError
 
 COMMANDS = ("compile", "run", "test", "measure-performance")
 ParserFn = Callable[[argparse.ArgumentParser], Any] | None
@@ -74,7 +78,8 @@ def build_parser(common_parser_fn: ParserFn = None, compile_parser_fn: ParserFn 
                  measure_perf_parser_fn: ParserFn = None,
                  prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     help="different modes of operation")
     parser.aitestbed_commands = {}
     for command in COMMANDS:
         sub = commands.add_parser(command, conflict_handler="resolve")
@@ -131,3 +136,52 @@ def parse_app_args(argv: Sequence[str] | None = None, dev_mode: bool = False,
     args.dev_mode = dev_mode
     last_args = args
     return args
+
+
+def _yaml_key(key: Any, path: str) -> str:
+    if not isinstance(key, str) or not key.strip("-"):
+        raise SambaError(f"YAML config {path}: {key!r} is not an argument name")
+    return key.lstrip("-").replace("-", "_")
+
+
+def parse_yaml_to_args(yaml_path: str | os.PathLike[str],
+                       args: argparse.Namespace | None = None) -> argparse.Namespace:
+    """Lay the arguments of a YAML file over the command line's (an app's --yaml-config).
+
+    The file is a mapping of argument names, spelt as on the command line or as
+    attributes (`num-epochs`, `--num-epochs` and `num_epochs` are one argument), to
+    values, which YAML types (`lr: 0.01` is a float, `bias: true` a bool, a list stays
+    a list). Each value replaces the argument's in `args` (the file is the run's
+    configuration: it wins over defaults and flags); names the app does not declare
+    are added. `args` is updated in place and returned (a new Namespace without it).
+    A missing, unreadable or malformed file is the runtime's error (exit status 1).
+    """
+    import yaml
+
+    path = os.fspath(yaml_path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise SambaError(f"YAML config {path} does not exist") from None
+    except OSError as err:
+        raise SambaError(f"cannot read the YAML config {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise SambaError(f"YAML config {path} is not valid YAML{at}: {problem}") from None
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise SambaError(f"YAML config {path} must map argument names to values, "
+                         f"not be a {type(config).__name__}")
+    target = args if args is not None else argparse.Namespace()
+    for key, value in config.items():
+        name = _yaml_key(key, path)
+        if name in AT_LEAST_ONE and (isinstance(value, bool) or not isinstance(value, int)
+                                     or value < 1):
+            raise SambaError(f"YAML config {path}: {key}: {value!r} is not a count of at "
+                             "least 1")
+        setattr(target, name, value)
+    return target
