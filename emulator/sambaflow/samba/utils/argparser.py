@@ -66,6 +66,16 @@ def add_framework_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--debug", action="store_true", help="Debug mode")
     group.add_argument("--enable-conv-tiling", action="store_true",
                        help="Tile convolutions (large images)")
+    group.add_argument("--resources-scaling-factors", type=float, nargs="+", default=None,
+                       metavar="FACTOR",
+                       help="Scale the compiler's estimate of the on-chip resources "
+                            "(PCU, PMU, ...) a kernel may use, each in (0, 1]")
+    group.add_argument("--arch", type=str, default="native",
+                       choices=["native", "sn10", "sn20", "sn30", "sn40"],
+                       help="The RDU generation to compile for (default: this node's)")
+    for level in ("o0", "o1", "o3"):
+        group.add_argument(f"--{level}", action="store_true",
+                           help=f"Compiler optimization level {level[1]}")
 
 
 def _apply(fn: ParserFn, parser: argparse.ArgumentParser) -> None:
@@ -108,7 +118,11 @@ def build_parser(common_parser_fn: ParserFn = None, compile_parser_fn: ParserFn 
 
 
 def _check_counts(sub: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """argparse's error (status 2) for a count below 1 (see AT_LEAST_ONE)."""
+    """argparse's error (status 2) for a count below 1 (see AT_LEAST_ONE), a bad factor."""
+    factors = getattr(args, "resources_scaling_factors", None)
+    if isinstance(factors, list) and any(not 0 < f <= 1 for f in factors):
+        sub.error("argument --resources-scaling-factors: each factor must be in (0, 1], not "
+                  + " ".join(f"{f:g}" for f in factors))
     for action in sub._actions:
         value = getattr(args, action.dest, None)
         if action.dest in AT_LEAST_ONE and isinstance(value, int) and value < 1:
