@@ -60,11 +60,8 @@ def widen_integer_args(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dic
     else:
         return args, kwargs, False
     ignore = None
-    if key == "target":
-        ignore = kwargs.get("ignore_index", args[4] if len(args) > 4 and func is
-                            functional.nll_loss else -100)
-        if func is functional.cross_entropy and len(args) > 4:
-            ignore = args[4]
+    if key == "target":  # ignore_index is the fifth argument of both losses
+        ignore = kwargs.get("ignore_index", args[4] if len(args) > 4 else -100)
         ignore = ignore if isinstance(ignore, int) else -100
     if len(args) > position and _narrow(args[position]):
         args = args[:position] + (_wide(args[position], ignore),) + args[position + 1:]
