@@ -25,6 +25,60 @@ CROSS_ENTROPY = {"cross_entropy", "nll_loss"}
 MAX_LOGGED_OPS = 500
 
 
+# Integer types the RDU takes where CPU torch wants int64 (or int32): token ids and
+# positions stored as int16, class targets as int16/int32. They are widened on the way in.
+NARROW_INTS = (torch.int8, torch.uint8, torch.int16, torch.int32)
+
+
+def _narrow(value: Any, allowed: tuple[torch.dtype, ...] = (torch.int64,)) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype in NARROW_INTS and \
+        value.dtype not in allowed
+
+
+def _wide(value: torch.Tensor, ignore_index: int | None = None) -> torch.Tensor:
+    """int64 of a narrow index tensor. int16 holds ids up to 65,535 (a GPT-2 token id,
+    50,256 at most, stored with `.short()`): its negative values are those ids' 16 bits,
+    except a loss's ignore_index (-100)."""
+    wide = value.long()
+    if value.dtype == torch.int16:
+        wrapped = wide < 0
+        if ignore_index is not None:
+            wrapped &= wide != ignore_index
+        wide = torch.where(wrapped, wide + 65536, wide)
+    return wide
+
+
+def widen_integer_args(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
+    """(args, kwargs, changed): narrow index/target tensors of `func` made int64."""
+    functional = torch.nn.functional
+    if func is functional.embedding:
+        position, key = 0, "input"
+    elif func is torch.embedding:
+        position, key = 1, "indices"
+    elif func in (functional.cross_entropy, functional.nll_loss):
+        position, key = 1, "target"
+    else:
+        return args, kwargs, False
+    ignore = None
+    if key == "target":  # ignore_index is the fifth argument of both losses
+        ignore = kwargs.get("ignore_index", args[4] if len(args) > 4 else -100)
+        ignore = ignore if isinstance(ignore, int) else -100
+    if len(args) > position and _narrow(args[position]):
+        args = args[:position] + (_wide(args[position], ignore),) + args[position + 1:]
+        return args, kwargs, True
+    if _narrow(kwargs.get(key)):
+        return args, {**kwargs, key: _wide(kwargs[key], ignore)}, True
+    return args, kwargs, False
+
+
+class Widen(TorchFunctionMode):
+    """During a step on the emulated RDU: narrow token ids and targets made int64."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        args, kwargs, _ = widen_integer_args(func, tuple(args), kwargs or {})
+        return func(*args, **kwargs)
+
+
 @dataclass
 class Trace:
     outputs: tuple[Any, ...]
@@ -32,6 +86,7 @@ class Trace:
     forward_flops: float  # the whole batch
     ops: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     cross_entropy_int64: bool = False
+    widened: bool = False  # the graph takes narrow ints CPU torch cannot (see Widen)
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -44,10 +99,14 @@ class _Recorder(TorchFunctionMode):
         self.flops = 0.0
         self.ops: list[tuple[str, tuple[int, ...]]] = []
         self.cross_entropy_int64 = False
+        self.widened = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
+        given, given_kwargs = tuple(args), kwargs or {}
+        args, kwargs, changed = widen_integer_args(func, given, given_kwargs)
+        self.widened = self.widened or changed
         out = func(*args, **kwargs)
+        args, kwargs = given, given_kwargs  # what the model passed (the int64 warning)
         name = getattr(func, "__name__", "")
         if name.startswith("__get__") or name in ("__getattribute__",):
             return out
@@ -94,12 +153,23 @@ def find_loss(outputs: tuple[Any, ...]) -> int | None:
     return None
 
 
+def find_output_to_differentiate(outputs: tuple[Any, ...]) -> int | None:
+    """With init_output_grads: the first floating output that depends on the parameters
+    (of any shape: the app gives its gradient, e.g. a per-token loss's weights)."""
+    for index, value in enumerate(outputs):
+        if isinstance(value, torch.Tensor) and value.is_floating_point() \
+                and value.grad_fn is not None:
+            return index
+    return None
+
+
 def trace(model: torch.nn.Module, inputs: tuple[Any, ...]) -> Trace:
     recorder = _Recorder()
     with recorder:
         outputs = as_tuple(model(*inputs))
     return Trace(outputs=outputs, loss_index=find_loss(outputs), forward_flops=recorder.flops,
-                 ops=recorder.ops, cross_entropy_int64=recorder.cross_entropy_int64)
+                 ops=recorder.ops, cross_entropy_int64=recorder.cross_entropy_int64,
+                 widened=recorder.widened)
 
 
 def batch_dim(tensor: torch.Tensor) -> int | None:

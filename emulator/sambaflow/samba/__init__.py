@@ -5,14 +5,17 @@
     samba.from_torch_model_ (from_torch_)    make a model's parameters SambaParameters
     samba.session.compile / run / to_cpu     the PEF's life (see samba._session: _compile, _run)
     samba.optim.SGD / Adam / AdamW
+    samba.addmm                              addmm for any rank, with a transposed weight
+    samba.directives.op_fusion, samba.nn.parameter.SambaParameter
 """
 
 from .. import _runtime as _runtime_module
-from . import optim
+from . import directives, nn, optim
 from ._session import SambaSession, session
 from ._tensor import (
     SambaParameter,
     SambaTensor,
+    addmm,
     from_torch_,
     from_torch_model_,
     from_torch_tensor,
@@ -25,5 +28,6 @@ from ._tensor import (
 # Before any thread of ours runs torch (a data loader's), as poptorch does.
 _runtime_module.runtime.tune_cpu()
 
-__all__ = ["SambaParameter", "SambaSession", "SambaTensor", "from_torch_", "from_torch_model_",
-           "from_torch_tensor", "optim", "randint", "randn", "session", "to_torch", "zeros"]
+__all__ = ["SambaParameter", "SambaSession", "SambaTensor", "addmm", "directives",
+           "from_torch_", "from_torch_model_", "from_torch_tensor", "nn", "optim", "randint",
+           "randn", "session", "to_torch", "zeros"]

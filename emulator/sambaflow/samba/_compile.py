@@ -26,6 +26,7 @@ from .._errors import SambaError
 from .._runtime import runtime
 from .._version import __version__
 from ._tensor import SambaTensor
+from .directives import fusion_groups
 
 TIMING_KEY = "aitestbed_timing"
 BANNER = ("\n--------------------------------------------------\n"
@@ -75,6 +76,15 @@ def _workload(pef_metadata: dict[str, Any] | None, batch: int, tiles: int, infer
         raise SambaError(f"pef_metadata[{TIMING_KEY!r}]: {err}") from None
 
 
+def _optimizers(optimizer: Any) -> list[Any]:
+    """The optimizers an app passes: one, a list or tuple of them (one per group), or None."""
+    if optimizer is None:
+        return []
+    if isinstance(optimizer, list | tuple):
+        return [o for o in optimizer if o is not None]
+    return [optimizer]
+
+
 def set_output_tensors(model: torch.nn.Module, outputs: tuple[Any, ...], name: str) -> None:
     """model.output_tensors: the traced outputs named after the PEF (at compile and at load)."""
     named = []
@@ -120,11 +130,17 @@ class Compiler:
         traced = _graph.trace(model, inputs)
         if traced.cross_entropy_int64:
             print(runtime.samba_line("Warning", "SAMBA", CROSS_ENTROPY_WARNING))
-        backward = not inference and traced.loss_index is not None
-        if not inference and optimizer is not None and traced.loss_index is None:
+        init_output_grads = bool(kwargs.get("init_output_grads"))
+        loss_index = _graph.find_output_to_differentiate(traced.outputs) \
+            if init_output_grads else traced.loss_index
+        backward = not inference and loss_index is not None
+        if not inference and _optimizers(optimizer) and loss_index is None:
+            what = ("a floating tensor that depends on its parameters, whose gradient the "
+                    "app sets" if init_output_grads else
+                    "a scalar that depends on its parameters")
             raise SambaError("compile: the model is compiled for training (an optimizer was "
-                             "given) but none of its outputs is a loss (a scalar that depends "
-                             "on its parameters); return the loss, or compile with --inference")
+                             f"given) but none of its outputs is a loss ({what}); return the "
+                             "loss, or compile with --inference")
         batch = _graph.batch_size(inputs) or int(config.get("batch_size") or 1)
         tiles = self._tiles_for(config, platform.tiles_per_rdu)
         parameters = _graph.parameter_count(model)
@@ -143,7 +159,7 @@ class Compiler:
         _flush()
         runtime.clock.advance(compile_seconds * 0.6)  # placement and routing
         sections = ["fwd"] + (["bckwd"] if backward else []) + \
-            (["opt"] if backward and optimizer is not None else [])
+            (["opt"] if backward and _optimizers(optimizer) else [])
         pef_path = absolute / f"{pef_name}.pef"
         outputs = traced.outputs
         pef = {
@@ -161,9 +177,10 @@ class Compiler:
             "world_size": int(config.get("world_size") or 1),
             "inference": inference,
             "backward": backward,
-            "optimizer": type(optimizer).__name__ if optimizer is not None else None,
+            "optimizer": ", ".join(type(o).__name__ for o in _optimizers(optimizer)) or None,
             "sections": sections,
-            "loss_output": traced.loss_index,
+            "loss_output": loss_index,
+            "init_output_grads": init_output_grads,
             "parameters": parameters,
             "inputs": _graph.input_specs(inputs),
             "outputs": _graph.output_specs(outputs),
@@ -173,6 +190,7 @@ class Compiler:
             "step_seconds": step_seconds,
             "forward_seconds": forward_seconds,
             "forward_flops": traced.forward_flops,
+            "fusion": fusion_groups(model),
             "config": _jsonable(config),
             "metadata": _jsonable(pef_metadata or {}),
         }
@@ -219,6 +237,8 @@ class Compiler:
         if traced.cross_entropy_int64:
             samba.append(f"{stamp} [Warning][SAMBA] {CROSS_ENTROPY_WARNING}")
         mac = [f"{stamp} [Info][MAC] lowering {len(traced.ops)} operators of {name}"]
+        mac += [f"{stamp} [Info][MAC] op_fusion {group!r}: {count} module(s)"
+                for group, count in pef.get("fusion", {}).items()]
         counts: dict[str, int] = {}
         for op, shape in traced.ops:
             index = counts.get(op, 0)

@@ -24,6 +24,7 @@ chooses for every subcommand.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -37,7 +38,7 @@ from .._distributed import Layout, Reducer, layout
 from .._errors import PefError, SambaError
 from .._runtime import runtime
 from .._tiles import TileSession
-from ._compile import CROSS_ENTROPY_WARNING, last_args, set_output_tensors
+from ._compile import CROSS_ENTROPY_WARNING, _optimizers, last_args, set_output_tensors
 from ._tensor import SambaTensor
 
 PRECISION_ENV = "AITESTBED_SN_PRECISION"
@@ -49,7 +50,10 @@ PEF_LOAD_SECONDS = 2.5  # ours: device time to load a PEF onto its tiles (%pload
 # two threads next to another busy process on 2 cores).
 SMALL_STEP_FLOPS = 50e6
 SECTION_ALIASES = {"fwd": "fwd", "forward": "fwd", "bckwd": "bckwd", "bwd": "bckwd",
-                   "backward": "bckwd", "opt": "opt", "optim": "opt", "optimizer": "opt"}
+                   "backward": "bckwd", "opt": "opt", "optim": "opt", "optimizer": "opt",
+                   "gradnorm": "gradnorm", "grad_norm": "gradnorm"}
+# hyperparam_dict keys that are not the optimizers': the dropout probability.
+DROPOUT_KEYS = ("p", "dropout")
 
 
 class _Loaded:
@@ -65,8 +69,17 @@ class _Loaded:
         self.bf16 = bf16
         self.trains = bool(pef.get("backward")) and not pef.get("inference")
         self.loss_index = pef.get("loss_output")
+        self.init_output_grads = bool(pef.get("init_output_grads"))
+        self.widen = False  # set by load from its trace (narrow int ids and targets)
         self.first_shape = inputs[0].shape if inputs and isinstance(inputs[0], torch.Tensor) \
             else None
+        # The graph's inputs are the traced arguments that are tensors; the others (None
+        # for an optional argument of forward) are fixed in the graph. session.run takes
+        # either all the traced arguments or just the tensors, in order or by name.
+        self.arity = len(inputs)
+        self.tensor_slots = [i for i, value in enumerate(inputs) if isinstance(value, torch.Tensor)]
+        self.slot_names = [getattr(inputs[i], "sn_name", None) for i in self.tensor_slots]
+        self.fixed = tuple(None if isinstance(value, torch.Tensor) else value for value in inputs)
         self.started = False
         self.reducer: Reducer | None = None
         self.layout = Layout(0, 1, 0)
@@ -89,12 +102,17 @@ class _Loaded:
                 self.slots.append((module, name, parameter, twin))
         self.twins = twins
         self.rdu_parameters = list(twins.values())
-        self.optimizer = self._rdu_optimizer(optimizer) if self.trains else None
+        self.optimizers = [self._rdu_optimizer(o) for o in _optimizers(optimizer)] \
+            if self.trains else []
+        self.dropouts = [m for m in model.modules() if isinstance(m, torch.nn.modules.dropout
+                                                                   ._DropoutNd)]
 
-    def _rdu_optimizer(self, optimizer: torch.optim.Optimizer | None
-                       ) -> torch.optim.Optimizer | None:
-        if optimizer is None:
-            return None
+    @property
+    def optimizer(self) -> torch.optim.Optimizer | None:
+        """The (first) optimizer on the RDU copy; `optimizers` has them all."""
+        return self.optimizers[0] if self.optimizers else None
+
+    def _rdu_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         groups = []
         for group in optimizer.param_groups:
             twin_group = {key: value for key, value in group.items() if key != "params"}
@@ -102,16 +120,24 @@ class _Loaded:
             groups.append(twin_group)
         twin_optimizer = type(optimizer).__new__(type(optimizer))
         torch.optim.Optimizer.__init__(twin_optimizer, groups, dict(optimizer.defaults))
+        twin_optimizer.samba_options = dict(getattr(optimizer, "samba_options", {}) or {})
         return twin_optimizer
 
     def apply_hyperparams(self, hyperparams: dict[str, Any]) -> None:
         self.last_hyperparams = dict(hyperparams)
-        if self.optimizer is None:
-            return
         values = dict(hyperparams)
+        for key in DROPOUT_KEYS:
+            if key in values:
+                probability = float(values.pop(key))
+                if not 0.0 <= probability <= 1.0:
+                    raise SambaError(f"session.run: hyperparam_dict[{key!r}] is a dropout "
+                                     f"probability, between 0 and 1, not {probability}")
+                for module in self.dropouts:
+                    module.p = probability
         if "beta1" in values or "beta2" in values:
             values["betas"] = (values.pop("beta1", None), values.pop("beta2", None))
-        for group in self.optimizer.param_groups:
+        groups = [group for optimizer in self.optimizers for group in optimizer.param_groups]
+        for group in groups:
             for key, value in values.items():
                 if key == "betas" and "betas" in group:
                     old = group["betas"]
@@ -152,7 +178,7 @@ class Runner:
                       "another graph or other input shapes")
             raise PefError(f"{pef_path} was compiled from another model (PEF "
                            f"{document.get('name')!r}: {detail}): compile this model first")
-        if optimizer is not None and not document.get("backward") and not args.get("inference"):
+        if _optimizers(optimizer) and not document.get("backward") and not args.get("inference"):
             raise PefError(f"{pef_path} was compiled with --inference (forward only) but an "
                            "optimizer was given: run with --inference, or compile for training")
         where = layout()
@@ -169,6 +195,7 @@ class Runner:
         if self._loaded is not None:
             self._forget_loaded()
         self._loaded = _Loaded(document, str(pef_path), model, optimizer, inputs, bf16)
+        self._loaded.widen = traced.widened
         if 0 < float(document.get("forward_flops") or 0) < SMALL_STEP_FLOPS:
             torch.set_num_threads(1)
         runtime.clock.advance(PEF_LOAD_SECONDS)
@@ -230,6 +257,7 @@ class Runner:
         if not loaded.started:
             self._start(loaded, data_parallel)
         inputs = input_tensors if isinstance(input_tensors, tuple | list) else (input_tensors,)
+        inputs = self._graph_arguments(loaded, tuple(inputs))
         first = inputs[0] if inputs else None
         if loaded.first_shape is not None and (not isinstance(first, torch.Tensor)
                                                or first.shape != loaded.first_shape):
@@ -242,28 +270,34 @@ class Runner:
         slots = loaded.slots
         for module, name, _parameter, twin in slots:
             module._parameters[name] = twin
+        widen = _graph.Widen() if loaded.widen else contextlib.nullcontext()
         try:
             if train:
                 for twin in loaded.rdu_parameters:
                     twin.grad = None
-                if loaded.bf16:
-                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                with widen:
+                    if loaded.bf16:
+                        with torch.autocast("cpu", dtype=torch.bfloat16):
+                            outputs = model(*inputs)
+                    else:
                         outputs = model(*inputs)
-                else:
-                    outputs = model(*inputs)
                 if not isinstance(outputs, tuple | list):
                     outputs = (outputs,)
-                outputs[loaded.loss_index].backward()
+                differentiated = outputs[loaded.loss_index]
+                differentiated.backward(self._output_gradient(loaded, differentiated,
+                                                              output_tensors))
                 if loaded.reducer is not None:
                     loaded.reducer.average_gradients(loaded.rdu_parameters)
-                if loaded.optimizer is not None:
-                    max_norm = getattr(loaded.optimizer, "samba_options", {}).get("max_grad_norm")
-                    if max_norm:  # after the all-reduce, as on the RDU
-                        torch.nn.utils.clip_grad_norm_(loaded.rdu_parameters, float(max_norm))
-                    loaded.optimizer.step()
+                for optimizer in loaded.optimizers:
+                    max_norm = optimizer.samba_options.get("max_grad_norm")
+                    if max_norm:  # the GRADNORM section, after the all-reduce, as on the RDU
+                        torch.nn.utils.clip_grad_norm_(
+                            [p for group in optimizer.param_groups for p in group["params"]],
+                            float(max_norm))
+                    optimizer.step()
                 seconds = loaded.step_seconds
             else:
-                with torch.no_grad():
+                with torch.no_grad(), widen:
                     if loaded.bf16:
                         with torch.autocast("cpu", dtype=torch.bfloat16):
                             outputs = model(*inputs)
@@ -287,6 +321,47 @@ class Runner:
                 value = value.as_subclass(SambaTensor)
             results.append(value)
         return results
+
+    @staticmethod
+    def _graph_arguments(loaded: _Loaded, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The forward's arguments for the given input tensors (see _Loaded.tensor_slots)."""
+        slots = loaded.tensor_slots
+        if len(inputs) == loaded.arity or len(slots) == loaded.arity:
+            return inputs
+        given = [value for value in inputs if value is not None]
+        if len(given) != len(slots):
+            names = ", ".join(str(name) for name in loaded.slot_names)
+            raise SambaError(f"session.run: the PEF takes {len(slots)} input tensors "
+                             f"({names}), but {len(given)} were given")
+        names = [getattr(value, "sn_name", None) for value in given]
+        if all(names) and all(loaded.slot_names) and sorted(names) == sorted(loaded.slot_names) \
+                and names != loaded.slot_names:
+            by_name = dict(zip(names, given, strict=True))
+            given = [by_name[name] for name in loaded.slot_names]
+        arguments = list(loaded.fixed)
+        for slot, value in zip(slots, given, strict=True):
+            arguments[slot] = value
+        return tuple(arguments)
+
+    @staticmethod
+    def _output_gradient(loaded: _Loaded, output: torch.Tensor,
+                         output_tensors: Any) -> torch.Tensor | None:
+        """The gradient backward starts from: none for a scalar loss; with init_output_grads
+        the one the app set on the traced output (`outputs[i].sn_grad = ...`), else ones."""
+        if not loaded.init_output_grads:
+            return None
+        given = None
+        if isinstance(output_tensors, tuple | list) and len(output_tensors) > loaded.loss_index:
+            traced = output_tensors[loaded.loss_index]
+            given = getattr(traced, "__dict__", {}).get("sn_grad")
+        if given is None:
+            return torch.ones_like(output)
+        given = torch.as_tensor(given).as_subclass(torch.Tensor)
+        if given.numel() != output.numel():
+            raise SambaError(f"session.run: the gradient set on output {loaded.loss_index} "
+                             f"(sn_grad) has shape {list(given.shape)}, the output "
+                             f"{list(output.shape)}")
+        return given.reshape(output.shape).to(output.dtype)
 
     @staticmethod
     def _backward_in(section_types: Any) -> bool:

@@ -57,12 +57,49 @@ class SambaTensor(torch.Tensor):
         """Move to the RDU: tensors are sent with each session.run, so this is itself."""
         return self
 
+    def torch_tensor(self) -> torch.Tensor:
+        """The same data as a plain torch tensor (no copy), as samba.to_torch."""
+        return self.as_subclass(torch.Tensor)
+
     def cpu(self, *args: Any, **kwargs: Any) -> SambaTensor:  # noqa: D102
         return self._like(torch.Tensor.cpu(self, *args, **kwargs))
 
 
 class SambaParameter(torch.nn.Parameter, SambaTensor):
-    """A model parameter: a CPU copy (this tensor) and, once a PEF is loaded, an RDU copy."""
+    """A model parameter: a CPU copy (this tensor) and, once a PEF is loaded, an RDU copy.
+
+    Made from data as nn.Parameter is, or as SambaFlow's lazy parameters are: from a
+    `shape` and `dtype` with a `materializer(this_tensor)` that returns its value (on
+    this host the value is made at once; without a materializer it is zeros).
+    """
+
+    def __new__(cls, data: Any = None, requires_grad: bool = True, *, shape: Any = None,
+                dtype: torch.dtype | None = None, materializer: Any = None,
+                name: str | None = None, batch_dim: int | None = None):
+        if data is None and (shape is not None or materializer is not None):
+            size = tuple(int(s) for s in shape) if shape is not None else None
+            placeholder = SambaTensor(torch.zeros(size or (0,), dtype=dtype or torch.float32),
+                                      name=name)
+            data = placeholder if materializer is None else materializer(placeholder)
+            if not isinstance(data, torch.Tensor):
+                raise TypeError("SambaParameter: the materializer must return a tensor, not "
+                                f"{type(data).__name__}")
+            if size is not None and tuple(data.shape) != size:
+                raise ValueError(f"SambaParameter: the materializer made shape "
+                                 f"{list(data.shape)}, not the declared {list(size)}")
+            if dtype is not None:
+                data = data.to(dtype)
+        if data is None:
+            data = torch.empty(0)
+        if isinstance(data, torch.Tensor):
+            data = data.detach().as_subclass(torch.Tensor)
+        parameter = torch.Tensor._make_subclass(cls, data, requires_grad)
+        parameter.sn_name = name
+        parameter.batch_dim = batch_dim
+        return parameter
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
     @property
     def sn_grad(self) -> torch.Tensor | None:
@@ -151,3 +188,22 @@ def from_torch_model_(model: torch.nn.Module) -> torch.nn.Module:
 
 
 from_torch_ = from_torch_model_
+
+
+def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: float = 1,
+          alpha: float = 1, is_transposed: bool = False) -> torch.Tensor:
+    """beta * input + alpha * (mat1 @ mat2), as torch.addmm, for mat1 of any rank.
+
+    `is_transposed=True` says mat2 is stored transposed (out_features x in_features,
+    as nn.Linear's weight), so the product is mat1 @ mat2.T. `input` (the bias) may
+    be None.
+    """
+    if is_transposed and beta == 1 and alpha == 1:
+        return torch.nn.functional.linear(mat1, mat2, input)
+    weight = mat2.transpose(-1, -2) if is_transposed else mat2
+    product = torch.matmul(mat1, weight)
+    if alpha != 1:
+        product = product * alpha
+    if input is None:
+        return product
+    return product + (input * beta if beta != 1 else input)

@@ -7,6 +7,9 @@ folder, tiles, data parallel, ...) and the app's common ones (common_parser_fn);
 `compile` adds -ws/--world-size and the app's compile_parser_fn; `run`, `test` and
 `measure-performance` add -p/--pef and --reduce-on-rdu, and the app's run_parser_fn
 (test: also test_parser_fn). Anything else is argparse's error, status 2.
+
+parse_yaml_to_args(path, args) then lays a YAML file of arguments over the parsed ones
+(the apps' --yaml-config).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..._distributed import layout
+from ..._errors import SambaError
 
 COMMANDS = ("compile", "run", "test", "measure-performance")
 ParserFn = Callable[[argparse.ArgumentParser], Any] | None
@@ -62,6 +66,16 @@ def add_framework_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--debug", action="store_true", help="Debug mode")
     group.add_argument("--enable-conv-tiling", action="store_true",
                        help="Tile convolutions (large images)")
+    group.add_argument("--resources-scaling-factors", type=float, nargs="+", default=None,
+                       metavar="FACTOR",
+                       help="Scale the compiler's estimate of the on-chip resources "
+                            "(PCU, PMU, ...) a kernel may use, each in (0, 1]")
+    group.add_argument("--arch", type=str, default="native",
+                       choices=["native", "sn10", "sn20", "sn30", "sn40"],
+                       help="The RDU generation to compile for (default: this node's)")
+    for level in ("o0", "o1", "o3"):
+        group.add_argument(f"--{level}", action="store_true",
+                           help=f"Compiler optimization level {level[1]}")
 
 
 def _apply(fn: ParserFn, parser: argparse.ArgumentParser) -> None:
@@ -74,7 +88,8 @@ def build_parser(common_parser_fn: ParserFn = None, compile_parser_fn: ParserFn 
                  measure_perf_parser_fn: ParserFn = None,
                  prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     help="different modes of operation")
     parser.aitestbed_commands = {}
     for command in COMMANDS:
         sub = commands.add_parser(command, conflict_handler="resolve")
@@ -103,7 +118,11 @@ def build_parser(common_parser_fn: ParserFn = None, compile_parser_fn: ParserFn 
 
 
 def _check_counts(sub: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """argparse's error (status 2) for a count below 1 (see AT_LEAST_ONE)."""
+    """argparse's error (status 2) for a count below 1 (see AT_LEAST_ONE), a bad factor."""
+    factors = getattr(args, "resources_scaling_factors", None)
+    if isinstance(factors, list) and any(not 0 < f <= 1 for f in factors):
+        sub.error("argument --resources-scaling-factors: each factor must be in (0, 1], not "
+                  + " ".join(f"{f:g}" for f in factors))
     for action in sub._actions:
         value = getattr(args, action.dest, None)
         if action.dest in AT_LEAST_ONE and isinstance(value, int) and value < 1:
@@ -131,3 +150,52 @@ def parse_app_args(argv: Sequence[str] | None = None, dev_mode: bool = False,
     args.dev_mode = dev_mode
     last_args = args
     return args
+
+
+def _yaml_key(key: Any, path: str) -> str:
+    if not isinstance(key, str) or not key.strip("-"):
+        raise SambaError(f"YAML config {path}: {key!r} is not an argument name")
+    return key.lstrip("-").replace("-", "_")
+
+
+def parse_yaml_to_args(yaml_path: str | os.PathLike[str],
+                       args: argparse.Namespace | None = None) -> argparse.Namespace:
+    """Lay the arguments of a YAML file over the command line's (an app's --yaml-config).
+
+    The file is a mapping of argument names, spelt as on the command line or as
+    attributes (`num-epochs`, `--num-epochs` and `num_epochs` are one argument), to
+    values, which YAML types (`lr: 0.01` is a float, `bias: true` a bool, a list stays
+    a list). Each value replaces the argument's in `args` (the file is the run's
+    configuration: it wins over defaults and flags); names the app does not declare
+    are added. `args` is updated in place and returned (a new Namespace without it).
+    A missing, unreadable or malformed file is the runtime's error (exit status 1).
+    """
+    import yaml
+
+    path = os.fspath(yaml_path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise SambaError(f"YAML config {path} does not exist") from None
+    except OSError as err:
+        raise SambaError(f"cannot read the YAML config {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise SambaError(f"YAML config {path} is not valid YAML{at}: {problem}") from None
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise SambaError(f"YAML config {path} must map argument names to values, "
+                         f"not be a {type(config).__name__}")
+    target = args if args is not None else argparse.Namespace()
+    for key, value in config.items():
+        name = _yaml_key(key, path)
+        if name in AT_LEAST_ONE and (isinstance(value, bool) or not isinstance(value, int)
+                                     or value < 1):
+            raise SambaError(f"YAML config {path}: {key}: {value!r} is not a count of at "
+                             "least 1")
+        setattr(target, name, value)
+    return target

@@ -47,15 +47,48 @@ class _Normalize:
         return tensor
 
 
+# The config keys that name where an app keeps MNIST (logreg: --data-dir/--data-folder,
+# ffn_mnist: --data-path).
+DATA_FOLDER_KEYS = ("data_dir", "data_folder", "data_path")
+
+
 def dataset_transform(config: Any = None) -> _Normalize:
     """The MNIST transform of the starters (ToTensor, Normalize(0.1307, 0.3081)).
 
-    Applied to a torchvision MNIST image it gives a 1x28x28 tensor; applied to the
-    dataset's whole uint8 `data` tensor at once, Nx1x28x28. With config
-    {"flatten": True} the images come out as vectors of 784.
+    `config` is the app's arguments as a dict (`vars(args)`). An app that declares
+    `num_features` (logreg, ffn_mnist: a linear first layer) gets each image as a
+    vector of 784; one that does not, a 1x28x28 tensor ({"flatten": True} or False
+    says which explicitly). Applied to the dataset's whole uint8 `data` tensor at
+    once the batch dimension is kept (Nx784 or Nx1x28x28).
+
+    The apps build the transform as the argument of `torchvision.datasets.MNIST(
+    root=args.data_dir, ..., download=True)`; this system is offline, so when the
+    config's data folder lacks MNIST and the node has its local copy, the copy is
+    placed there first (saying so) and torchvision finds it instead of downloading.
     """
-    flatten = bool((config or {}).get("flatten")) if isinstance(config, dict) else False
-    return _Normalize(flatten)
+    settings = config if isinstance(config, dict) else vars(config) \
+        if hasattr(config, "__dict__") else {}
+    flatten = settings.get("flatten")
+    if flatten is None:
+        flatten = settings.get("num_features") is not None
+    for key in DATA_FOLDER_KEYS:
+        folder = settings.get(key)
+        if isinstance(folder, str | os.PathLike) and str(folder):
+            _place_if_available(folder)
+            break
+    return _Normalize(bool(flatten))
+
+
+def _place_if_available(root: str | os.PathLike[str]) -> None:
+    """ensure_local(root) when the node has MNIST; else leave it to torchvision."""
+    raw = Path(root) / "MNIST" / "raw"
+    if all((raw / name).is_file() for name in FILES):
+        return
+    try:
+        _source()
+    except SambaError:
+        return  # no local copy: torchvision downloads, as on a connected system
+    ensure_local(root)
 
 
 def _source() -> Path:

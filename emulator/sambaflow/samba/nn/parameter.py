@@ -1,0 +1,5 @@
+"""samba.nn.parameter.SambaParameter: the parameter class (the same as samba.SambaParameter)."""
+
+from .._tensor import SambaParameter
+
+__all__ = ["SambaParameter"]
