@@ -206,3 +206,44 @@ def test_upstream_fc_mnist_runs_on_cpu(tmp_path, mnist_dir):
     assert "Training completed successfully!" in result.stdout
     assert (tmp_path / "md" / "checkpoint_50.mdl").is_file()
     shutil.rmtree(tree)
+
+
+def test_the_workers_rerun_of_the_set_up_writes_nothing_of_the_users(tmp_path, monkeypatch):
+    """On the cluster the worker runs as the appliance's user and may not write the
+    user's model_dir: the set-up it re-runs (params_train.yaml, run.log, new directories)
+    writes into its own directory until staging; from staging on, nothing is redirected."""
+    import logging as _logging
+    from types import SimpleNamespace
+
+    from cerebras_pytorch.appliance.script import SetupWrites
+
+    own, user = tmp_path / "work", tmp_path / "home" / "model_dir"
+    own.mkdir()
+    user.mkdir(parents=True)
+    (user / "latest").symlink_to(user)  # what the client's set-up left
+    session = SimpleNamespace(muted=True)
+    monkeypatch.chdir(user.parent)
+    with SetupWrites(session, str(own)):
+        with open("model_dir/params_train.yaml", "w") as f:
+            f.write("train_input: {}\n")
+        os.makedirs("model_dir/cerebras_logs/2026", exist_ok=True)
+        handler = _logging.FileHandler("model_dir/run.log")
+        handler.close()
+        os.unlink("model_dir/latest")
+        os.symlink("cerebras_logs/2026", "model_dir/latest")
+        with open(own / "request.json", "w") as f:  # its own files stay where they are
+            f.write("{}")
+        assert (user / "params_train.yaml").exists() is False
+        session.muted = False  # staging
+        with open("model_dir/after_staging.txt", "w") as f:
+            f.write("x")
+    scratch = own / "client-setup" / str(user).lstrip("/")
+    assert sorted(p.name for p in user.iterdir()) == ["after_staging.txt", "latest"]
+    assert os.readlink(user / "latest") == str(user)
+    assert os.readlink(scratch / "latest") == "cerebras_logs/2026"
+    assert (scratch / "params_train.yaml").read_text() == "train_input: {}\n"
+    assert (scratch / "cerebras_logs" / "2026").is_dir()
+    assert (scratch / "run.log").exists() and (own / "request.json").exists()
+    import builtins
+    assert not isinstance(getattr(builtins.open, "__self__", None), SetupWrites)
+    assert not isinstance(getattr(os.mkdir, "__self__", None), SetupWrites)

@@ -26,6 +26,7 @@ submitted to).
 
 from __future__ import annotations
 
+import builtins
 import io
 import os
 import runpy
@@ -109,11 +110,92 @@ class RelayStream(io.TextIOBase):
             self.session.send({"type": "stdout", "stream": self.name, "text": text})
 
 
+class SetupWrites:
+    """While the worker re-runs the script's set-up (the session is muted until staging),
+    the files that set-up writes (params_train.yaml, run.log, ...) are the client's, which
+    already wrote them; the worker, running as the appliance's user, may not write the
+    user's files. Until staging, a file or directory the set-up creates outside the
+    worker's own directory goes to a scratch copy inside it (`scratch` + its path), and
+    what it removes or renames there is left as the client left it."""
+
+    def __init__(self, session, own_dir: str):
+        self.session = session
+        self.own = os.path.realpath(own_dir)
+        self.scratch = os.path.join(self.own, "client-setup")
+        self._open, self._mkdir = builtins.open, os.mkdir
+
+    def _elsewhere(self, path) -> str | None:
+        if not self.session.muted or isinstance(path, int):
+            return None
+        absolute = os.path.abspath(os.fspath(path))  # the link itself, not where it points
+        full = os.path.join(os.path.realpath(os.path.dirname(absolute)),
+                            os.path.basename(absolute))
+        if full == self.own or full.startswith(self.own + os.sep):
+            return None
+        return os.path.join(self.scratch, full.lstrip(os.sep))
+
+    def open(self, file, mode="r", *args, **kwargs):
+        target = self._elsewhere(file) if set(mode) & set("wax+") else None
+        if target is not None:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            file = target
+        return self._open(file, mode, *args, **kwargs)
+
+    def mkdir(self, path, mode=0o777, *args, **kwargs):
+        target = self._elsewhere(path)
+        if target is not None and not os.path.isdir(path):
+            os.makedirs(target, exist_ok=True)
+            return None
+        return self._mkdir(path, mode, *args, **kwargs)
+
+    def symlink(self, src, dst, *args, **kwargs):
+        target = self._elsewhere(dst)
+        if target is not None:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if os.path.lexists(target):
+                self._saved["unlink"](target)
+            dst = target
+        return self._saved["symlink"](src, dst, *args, **kwargs)
+
+    def _removal(self, name):
+        def remove(path, *args, **kwargs):
+            if self._elsewhere(path) is None:
+                return self._saved[name](path, *args, **kwargs)
+            return None  # the client's set-up did it already
+        return remove
+
+    def _renaming(self, name):
+        def rename(src, dst, *args, **kwargs):
+            if self._elsewhere(dst) is None:
+                return self._saved[name](src, dst, *args, **kwargs)
+            return None  # the client's set-up did it already
+        return rename
+
+    def __enter__(self):
+        self._saved = {name: getattr(os, name)
+                       for name in ("symlink", "unlink", "remove", "rmdir", "rename", "replace")}
+        builtins.open = io.open = self.open
+        os.mkdir = self.mkdir
+        os.symlink = self.symlink
+        for name in ("unlink", "remove", "rmdir"):
+            setattr(os, name, self._removal(name))
+        for name in ("rename", "replace"):
+            setattr(os, name, self._renaming(name))
+        return self
+
+    def __exit__(self, *exc):
+        builtins.open = io.open = self._open
+        os.mkdir = self._mkdir
+        for name, function in self._saved.items():
+            setattr(os, name, function)
+
+
 def run_script(program: dict, session) -> None:
     """The worker's side: run the client's script under the active session."""
     from ..utils import tensorboard
 
     os.environ.update(program.get("environ") or {})
+    own_dir = os.getcwd()
     try:
         os.chdir(program["cwd"])
     except OSError:
@@ -123,7 +205,8 @@ def run_script(program: dict, session) -> None:
     session.muted = True
     sys.stdout, sys.stderr = RelayStream(session, "stdout"), RelayStream(session, "stderr")
     try:
-        runpy.run_path(program["script"], run_name="__main__")
+        with SetupWrites(session, own_dir):
+            runpy.run_path(program["script"], run_name="__main__")
     except SystemExit as done:
         if done.code not in (None, 0):
             raise RuntimeError(f"The script exited with status {done.code}") from None
