@@ -5,9 +5,8 @@ DEVICE MODEL_DIR MOUNT..."""
 import logging
 import sys
 
-import torch
-
 import cerebras_pytorch as cstorch
+import torch
 from cerebras_appliance.errors import ApplianceNanError
 
 
