@@ -8,25 +8,8 @@ showed missing.
 import poptorch
 import pytest
 import torch
-from aitestbed.devices.base import Allocation
-from aitestbed.graphcore import ipu
-from poptorch._runtime import runtime
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def allocation(monkeypatch):
-    """A job holding `count` IPUs of the POD (as its V-IPU partition would)."""
-    def hold(count: int) -> Allocation:
-        held = Allocation(system=ipu.BOW_POD64, name="slurm_1", chip_ids=tuple(range(count)))
-        monkeypatch.setattr(runtime, "_allocation", held)
-        monkeypatch.setattr(runtime, "_allocation_read", True)
-        monkeypatch.setattr(runtime, "forget_allocation", lambda: None)
-        return held
-    monkeypatch.delenv("POPTORCH_CACHE_DIR", raising=False)
-    monkeypatch.delenv("POPTORCH_IPU_MODEL", raising=False)
-    return hold
 
 
 class Named(torch.nn.Module):

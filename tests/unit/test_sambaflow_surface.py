@@ -11,10 +11,8 @@ parameter group, the dropout probability as a hyper-parameter.
 
 import copy
 import os
-import pwd
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -25,26 +23,6 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR = ROOT / "emulator"
-JOB = "4343"
-USER = pwd.getpwuid(os.getuid()).pw_name
-
-
-@pytest.fixture
-def snd(tmp_path, monkeypatch):
-    """The node's snd on a socket of our own, with one RDU held by our job."""
-    from aitestbed.sambanova.snd.server import SndServer
-
-    socket_path = tmp_path / "snd.sock"
-    server = SndServer(socket_path, tmp_path / "snd-state", node="sn30-r1-h1", tiles_per_rdu=8)
-    with server.lock:
-        server.rdus.reserve(JOB, USER, 1)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("AITESTBED_SND_SOCKET", str(socket_path))
-    monkeypatch.setenv("SLURM_JOB_ID", JOB)
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture
