@@ -6,16 +6,19 @@ import os
 import shutil
 import sys
 import time
+from pathlib import Path
 
 import click
+from docker.errors import DockerException
 
 from aitestbed.exercises.cli import exercise
-from aitestbed.host import images, lifecycle, passcode, sshconfig
+from aitestbed.host import images, jobrun, lifecycle, passcode, sshconfig
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError, run_click
 from aitestbed.host.health import cluster_status, wait_ready
 from aitestbed.host.inventory import ansible_source, parse_systems
 from aitestbed.host.inventory import load as load_inventory
+from aitestbed.host.jobrun import report as jobrun_report
 from aitestbed.host.naming import check_cluster_name, container_name
 from aitestbed.host.playbook import run_playbook
 from aitestbed.host.state import ClusterState, practice_user_name
@@ -167,6 +170,107 @@ def shell(ctx: click.Context, node: str, command: tuple[str, ...], user: str | N
         raise AitestbedError("the docker command is missing: run `make engine`")
     os.execv(docker, shell_argv(docker, container_name(state.name, name), command, user,
                                 tty=sys.stdin.isatty()))
+
+
+class _RunCommand(click.Command):
+    """`run`'s own usage errors exit with TOOL_ERROR too, as its other errors do."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as err:
+            err.exit_code = jobrun.TOOL_ERROR
+            raise
+
+
+@cli.command("run", cls=_RunCommand)
+@click.argument("scripts", nargs=-1, required=True)
+@click.option("--system", "-s", required=True,
+              type=click.Choice(["graphcore", "sambanova", "sn10", "cerebras"]),
+              help="Where the scripts run: Graphcore, SambaNova SN30 or SN10 (Slurm), "
+                   "Cerebras (on its login node).")
+@click.option("--user", "-u", default=None, help="Run as this user (default: the practice "
+              "user).")
+@click.option("--dir", "-C", "directory", default=".", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="The directory copied to the user's home on the login node (.git and what "
+                   ".gitignore names left out); scripts are named relative to it.")
+@click.option("--output-dir", "-o", default="aitestbed-output", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Where each script's output and the files its job created go "
+                   "(OUTPUT-DIR/SCRIPT/).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds; cancel what has not finished then (state TIMEOUT, exit 124).")
+@click.option("--sbatch", "sbatch", multiple=True, metavar='"OPTIONS"',
+              help='sbatch options for every script, e.g. --sbatch "--ipus=1 --time=10" '
+                   "(repeatable; the scripts' #SBATCH lines apply too).")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a JUnit XML report here (one testcase per script).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the result as JSON on stdout (the jobs' output goes to stderr).")
+@click.option("--quiet", "-q", is_flag=True, help="Do not stream the jobs' output.")
+@click.option("--keep", is_flag=True,
+              help="Keep the run's copy on the cluster (~/aitestbed-runs/RUN).")
+@click.pass_context
+def run_cmd(ctx: click.Context, scripts: tuple[str, ...], system: str, user: str | None,
+            directory: Path, output_dir: Path, timeout: float | None,
+            sbatch: tuple[str, ...], junit: Path | None, as_json: bool, quiet: bool,
+            keep: bool) -> None:
+    """Run job SCRIPTS on a system of the cluster as a user, and exit with their result.
+
+    \b
+    aitestbed run --system graphcore --sbatch "--ipus=1" train.sbatch
+    aitestbed run -s sambanova --junit report.xml compile.sh run.sh   # side by side
+    aitestbed run -s cerebras --timeout 900 fc_mnist.sh               # `python run.py CSX`
+
+    Copies the directory (--dir) to ~/aitestbed-runs/ on the system's login node,
+    submits each script with sbatch (Graphcore, SambaNova) or runs it with bash on the
+    Cerebras login node, streams its output, brings back its output and the files it
+    created (OUTPUT-DIR/SCRIPT/), and prints each script's final state.
+
+    \b
+    Exit status:
+      0    every script COMPLETED (a Cerebras script: exit 0)
+      N    the first failed script's own exit code (a job's own 125 is reported as 1)
+      124  a job ran past --timeout or its time limit (TIMEOUT)
+      1    a job ended without an exit code of its own (CANCELLED, NODE_FAIL, ...)
+      125  aitestbed run itself failed: no such cluster, cluster not ready, unknown
+           system or user, no access, missing script or directory, bad option
+    """
+    several = len(scripts) > 1
+    stream = sys.stderr if as_json else sys.stdout
+
+    def on_output(script: str, text: str) -> None:
+        if quiet:
+            return
+        if several:
+            text = "".join(f"[{script}] {line}\n" for line in text.splitlines())
+        stream.write(text)
+        stream.flush()
+
+    def on_progress(message: str) -> None:
+        click.echo(f"aitestbed run: {message}", err=True)
+
+    options = jobrun.Options(system, list(scripts), user, directory, output_dir, timeout,
+                             list(sbatch), keep, on_output, on_progress)
+    try:
+        report = jobrun.run(ctx.obj["name"], options)
+        if junit:
+            try:
+                junit.write_text(jobrun_report.junit(report))
+            except OSError as err:
+                raise AitestbedError(f"cannot write {junit}: {err.strerror}") from None
+    except AitestbedError as err:
+        click.echo(f"aitestbed run: error: {err}", err=True)
+        sys.exit(jobrun.TOOL_ERROR)
+    except DockerException as err:
+        click.echo(f"aitestbed run: error: Docker engine: {err}", err=True)
+        sys.exit(jobrun.TOOL_ERROR)
+    for result in report.results:
+        click.echo(f"aitestbed run: {result.summary()}", err=True)
+    if as_json:
+        click.echo(jobrun_report.as_json(report), nl=False)
+    sys.exit(report.exit_code)
 
 
 def shell_argv(docker: str, container: str, command: tuple[str, ...], user: str | None,

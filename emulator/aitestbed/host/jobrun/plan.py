@@ -1,0 +1,297 @@
+"""`aitestbed run`'s decisions, pure: where a system's jobs are submitted, what a
+scheduler's answer means, what a run exits with, what figures a job printed.
+
+The loop (runner.py) asks these functions and does what they say; unit tests check
+them without a cluster.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+# Exit status of `aitestbed run` itself failing (no such cluster, not ready, bad input):
+# as `docker run` does, 125; a job that exits 125 on its own is reported as 1.
+TOOL_ERROR = 125
+TIMED_OUT = 124  # as timeout(1)
+
+SYSTEMS = ("graphcore", "sambanova", "sn10", "cerebras")
+# The system group a user needs to be a member of for each --system.
+SYSTEM_GROUP = {"graphcore": "graphcore", "sambanova": "sambanova", "sn10": "sambanova",
+                "cerebras": "cerebras"}
+
+# Slurm's job states (squeue(1), JOB STATE CODES) that are final.
+SLURM_FINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
+               "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT", "REVOKED"}
+SUCCESS = {"COMPLETED", "SUCCEEDED"}
+WSJOB_FINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+class PlanError(ValueError):
+    """Input `aitestbed run` cannot act on (the CLI reports it with TOOL_ERROR)."""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node of the running cluster, as its container's labels and node.json say."""
+    name: str
+    system: str
+    node_class: str
+    slurm_cluster: str = ""
+    running: bool = True
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a system's scripts go: the node to work on, and how they are run there."""
+    system: str
+    host: str  # the node that submits (Slurm) or runs (Cerebras) the scripts
+    scheduler: str  # "slurm" or "wsjob"
+    controller: str = ""  # the Slurm controller's node (its readiness matters too)
+    slurm_cluster: str = ""
+
+
+def target(system: str, nodes: list[NodeInfo]) -> Target:
+    """The node a user of SYSTEM works on, as at ALCF: Graphcore's and SambaNova's login
+    nodes submit to Slurm (SN30); SN10 jobs are submitted on an SN10 node (`ssh sm-01`
+    first, as the guide says); Cerebras' login node runs the appliance's client."""
+    if system not in SYSTEMS:
+        raise PlanError(f"unknown system {system!r}: choose one of {', '.join(SYSTEMS)}")
+    group = SYSTEM_GROUP[system]
+    mine = sorted((n for n in nodes if n.system == group), key=lambda n: n.name)
+    if not mine:
+        raise PlanError(f"this cluster has no {group} system (bring it up with "
+                        f"`aitestbed up --systems {group},...`)")
+    if system == "sn10":
+        hosts = [n for n in mine if n.node_class == "rdu_node" and n.slurm_cluster == "sn10"]
+    else:
+        hosts = [n for n in mine if n.node_class == "login"]
+        if system == "sambanova":
+            hosts = [n for n in hosts if n.slurm_cluster] or hosts
+    if not hosts:
+        raise PlanError(f"this cluster has no node to submit {system} jobs from")
+    host = hosts[0]
+    if system == "cerebras":
+        return Target(system, host.name, "wsjob")
+    controllers = [n for n in mine if n.node_class == "slurmctld"
+                   and n.slurm_cluster == host.slurm_cluster]
+    return Target(system, host.name, "slurm", controllers[0].name if controllers else "",
+                  host.slurm_cluster)
+
+
+def sbatch_options(given: tuple[str, ...] | list[str]) -> list[str]:
+    """--sbatch "OPTIONS" (repeatable), split as a shell splits them."""
+    options: list[str] = []
+    for text in given:
+        try:
+            words = shlex.split(text)
+        except ValueError as err:
+            raise PlanError(f"--sbatch {text!r}: {err}") from None
+        options += words
+    for word in options:
+        if word in ("--wrap", "-W", "--wait") or word.startswith(("--wrap=", "--wait=")):
+            raise PlanError(f"--sbatch {word}: aitestbed run submits the script itself and "
+                            "waits for it; leave this option out")
+    return options
+
+
+def sbatch_argv(script: str, options: list[str]) -> list[str]:
+    """The submission: --parsable for the job id; the script's own #SBATCH lines apply
+    under the command line's (as sbatch does)."""
+    return ["sbatch", "--parsable", *options, script]
+
+
+def parse_sbatch_id(stdout: str) -> str:
+    """`sbatch --parsable` prints `ID` or `ID;CLUSTER`."""
+    line = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    job_id = line.split(";")[0]
+    if not job_id.isdigit():
+        raise PlanError(f"sbatch printed no job id: {stdout.strip()!r}")
+    return job_id
+
+
+_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+def parse_scontrol(line: str) -> dict[str, str]:
+    """One `scontrol -o show job ID` line as a dict (values without spaces; the
+    fields we read have none)."""
+    return dict(_FIELD.findall(line))
+
+
+@dataclass(frozen=True)
+class SlurmView:
+    state: str  # JobState (PENDING, RUNNING, COMPLETED, ...); "" when unknown
+    reason: str = ""
+    exit_code: int | None = None
+    stdout_path: str = ""
+    node_list: str = ""
+
+    @property
+    def final(self) -> bool:
+        return self.state in SLURM_FINAL
+
+
+def slurm_view(fields: dict[str, str]) -> SlurmView:
+    state = fields.get("JobState", "")
+    reason = fields.get("Reason", "")
+    code = None
+    if "ExitCode" in fields and state in SLURM_FINAL:
+        status, _, signal = fields["ExitCode"].partition(":")
+        code = 128 + int(signal) if signal.isdigit() and int(signal) else int(status or 0)
+    return SlurmView(state, "" if reason in ("None", "(null)") else reason, code,
+                     fields.get("StdOut", ""), fields.get("NodeList", ""))
+
+
+def exit_status(state: str, exit_code: int | None) -> int:
+    """What one script contributes to the run's exit status."""
+    if state in SUCCESS and not exit_code:
+        return 0
+    if state == "TIMEOUT":
+        return TIMED_OUT
+    if exit_code:
+        return 1 if exit_code == TOOL_ERROR else exit_code
+    return 1
+
+
+def run_status(results: list[tuple[str, int | None]]) -> int:
+    """0 when every script succeeded; else the first failure's status (argument order)."""
+    for state, code in results:
+        status = exit_status(state, code)
+        if status:
+            return status
+    return 0
+
+
+def pending_note(view: SlurmView) -> str:
+    """Why a job has not started yet, with Slurm's reason."""
+    return f"still {view.state or 'PENDING'}" + (f" ({view.reason})" if view.reason else "")
+
+
+# The figures a job printed (last one wins): the throughput, loss and accuracy lines of
+# the vendor SDKs' logs and of common training scripts.
+FIGURES = {
+    "samples_per_sec": [r"\bRate=([\d.]+) samples/sec", r"throughput:? ([\d.]+) samples/s",
+                        r"([\d.]+) samples/s(?:ec)?\b"],
+    "global_samples_per_sec": [r"GlobalRate=([\d.]+) samples/sec"],
+    "loss": [r"\bLoss=([\d.]+)", r"\bloss[:= ]+([\d.]+(?:e-?\d+)?)"],
+    "accuracy_percent": [r"accuracy[^\d\n]{0,20}([\d.]+) ?%"],
+    "latency_ms": [r"latency:? ([\d.]+) ms"],
+}
+_FIGURES = {k: [re.compile(p, re.IGNORECASE) for p in v] for k, v in FIGURES.items()}
+
+
+def figures(text: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        for key, patterns in _FIGURES.items():
+            for pattern in patterns:
+                match = pattern.search(line)
+                if match:
+                    try:
+                        found[key] = float(match.group(1))
+                    except ValueError:
+                        continue
+                    break
+    return found
+
+
+@dataclass
+class JobResult:
+    """One script's outcome: what `--json` prints for it."""
+    script: str
+    system: str
+    state: str = "PENDING"
+    exit_code: int | None = None
+    job_id: str = ""
+    reason: str = ""
+    duration_s: float = 0.0
+    output_file: str = ""  # where the job's output was brought back to
+    files: list[str] = field(default_factory=list)  # files the job created or changed
+    wsjobs: list[dict] = field(default_factory=list)  # Cerebras: {"name", "type", "phase"}
+    figures: dict[str, float] = field(default_factory=dict)
+    tail: str = ""  # the output's last lines (for JUnit)
+
+    @property
+    def ok(self) -> bool:
+        return exit_status(self.state, self.exit_code) == 0
+
+    def to_json(self) -> dict:
+        return {"script": self.script, "system": self.system, "job_id": self.job_id,
+                "state": self.state, "exit_code": self.exit_code, "reason": self.reason,
+                "duration_s": round(self.duration_s, 3), "output_file": self.output_file,
+                "files": self.files, "wsjobs": self.wsjobs, "figures": self.figures}
+
+    def summary(self) -> str:
+        what = f"job {self.job_id} " if self.job_id else ""
+        code = "" if self.exit_code is None else f" (exit {self.exit_code})"
+        why = f": {self.reason}" if self.reason and not self.ok else ""
+        jobs = ""
+        if self.wsjobs:
+            jobs = "; wsjobs " + ", ".join(f"{j['name']} {j['phase']}" for j in self.wsjobs)
+        return f"{self.script}: {what}{self.state}{code} in {self.duration_s:.1f} s{why}{jobs}"
+
+
+@dataclass
+class RunReport:
+    """What `aitestbed run` returns: every script's result and the run's exit status."""
+    cluster: str
+    system: str
+    user: str
+    results: list[JobResult]
+
+    @property
+    def exit_code(self) -> int:
+        return run_status([(r.state, r.exit_code) for r in self.results])
+
+    # one script: its result's fields read through (testbed.run("x.sh").state)
+    def _only(self) -> JobResult:
+        if len(self.results) != 1:
+            raise AttributeError("this run has several scripts: read .results")
+        return self.results[0]
+
+    @property
+    def state(self) -> str:
+        return self._only().state
+
+    @property
+    def job_id(self) -> str:
+        return self._only().job_id
+
+    @property
+    def figures(self) -> dict[str, float]:
+        return self._only().figures
+
+    def to_json(self) -> dict:
+        return {"cluster": self.cluster, "system": self.system, "user": self.user,
+                "exit_code": self.exit_code, "results": [r.to_json() for r in self.results]}
+
+
+def _epoch(stamp: str) -> float | None:
+    import datetime
+
+    try:
+        return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.UTC).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def wsjobs_of(items: list[dict], user: str, begin: float, end: float) -> list[dict]:
+    """The wsjobs (csctl get jobs -a -o json) USER created between BEGIN and END (epoch
+    seconds; the API's stamps are whole seconds), oldest first."""
+    found = []
+    for job in items:
+        spec, meta = job.get("spec") or {}, job.get("metadata") or {}
+        created = _epoch(meta.get("creationTimestamp", ""))
+        if ((spec.get("user") or {}).get("username") != user or created is None
+                or not begin - 1 <= created <= end + 1):
+            continue
+        found.append({"name": meta.get("name", ""), "type": spec.get("jobType", ""),
+                      "phase": (job.get("status") or {}).get("phase") or "QUEUEING",
+                      "created": created})
+    found.sort(key=lambda j: (j["created"], j["name"]))
+    for job in found:
+        del job["created"]
+    return found

@@ -1,0 +1,525 @@
+"""`aitestbed run`'s loop: copy, submit, follow, bring back. Thin: plan.py decides.
+
+Everything on the cluster is done as the user (runuser; a login shell where a user
+would have one: submitting, running a Cerebras script), in a fresh copy of the
+directory under ~/aitestbed-runs/RUN/ on the system's login node (compute nodes share
+/home), which is removed at the end unless asked to keep it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+from docker.errors import APIError, NotFound
+
+from aitestbed.host.engine import connect
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.health import probe
+from aitestbed.host.jobrun import plan, transfer
+from aitestbed.host.jobrun.plan import JobResult, NodeInfo, PlanError, RunReport, Target
+from aitestbed.host.naming import LABEL_CLASS, container_name
+from aitestbed.host.state import ClusterState
+
+POLL = 0.5  # seconds between two looks at the jobs
+FIRST_POLL = 0.2
+TAIL_LINES = 40
+RUNS_DIR = "aitestbed-runs"
+CHUNK = 1 << 20  # output bytes read per job per poll
+
+# Run as the user on the submit host: each job's scontrol line and its new output bytes.
+POLL_SCRIPT = r"""
+import base64, json, os, subprocess, sys
+out = {}
+for job, (path, offset) in json.loads(sys.argv[1]).items():
+    r = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True)
+    line = r.stdout.strip() or r.stderr.strip()
+    data = b""
+    if not path:
+        for word in line.split():
+            if word.startswith("StdOut="):
+                path = word[7:]
+    if path:
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(CHUNK)
+        except OSError:
+            pass
+    out[job] = [line, path, base64.b64encode(data).decode()]
+print(json.dumps(out))
+""".replace("CHUNK", str(CHUNK))
+
+
+@dataclass
+class Options:
+    system: str
+    scripts: list[str]
+    user: str | None = None
+    directory: Path = Path(".")
+    output_dir: Path = Path("aitestbed-output")
+    timeout: float | None = None
+    sbatch: list[str] = field(default_factory=list)
+    keep: bool = False
+    on_output: Callable[[str, str], None] = lambda script, text: None  # streamed output
+    on_progress: Callable[[str], None] = lambda message: None
+
+
+# the cluster ------------------------------------------------------------------------------
+def cluster_nodes(client: docker.DockerClient, state: ClusterState) -> list[NodeInfo]:
+    """The cluster's nodes from its containers' labels (and node.json for the Slurm
+    cluster): fast, no Ansible."""
+    found = []
+    for container in client.containers.list(all=True, filters={
+            "label": f"aitestbed.cluster={state.name}"}):
+        labels = container.labels
+        node = labels.get("aitestbed.node")
+        if not node:
+            continue
+        slurm_cluster = ""
+        try:
+            config = json.loads((state.node_dir(node) / "node.json").read_text())
+            slurm_cluster = config.get("slurm_cluster", "")
+        except (OSError, ValueError):
+            pass
+        found.append(NodeInfo(node, labels.get("aitestbed.system", ""),
+                              labels.get(LABEL_CLASS, ""), slurm_cluster,
+                              container.status == "running"))
+    return found
+
+
+def check_ready(client: docker.DockerClient, cluster: str, nodes: list[NodeInfo],
+                target: Target) -> None:
+    by_name = {n.name: n for n in nodes}
+    for name in filter(None, [target.host, target.controller]):
+        node = by_name[name]
+        if not node.running:
+            raise AitestbedError(f"cluster {cluster!r} is not running ({name} is stopped): "
+                                 f"`aitestbed --name {cluster} up`")
+        health = probe(client, cluster, name)
+        if not health.ready:
+            raise AitestbedError(f"cluster {cluster!r} is not ready ({name}: "
+                                 f"{health.summary}): `aitestbed --name {cluster} wait`")
+
+
+def check_user(state: ClusterState, user: str, system: str) -> None:
+    users = state.registry().users
+    record = users.get(user)
+    if record is None:
+        raise AitestbedError(f"unknown user {user!r} in cluster {state.name!r}")
+    if not record.get("active", True):
+        raise AitestbedError(f"user {user!r} was offboarded in cluster {state.name!r}")
+    group = plan.SYSTEM_GROUP[system]
+    if group not in record.get("systems", []):
+        raise AitestbedError(f"user {user!r} has no access to {group} (their systems: "
+                             f"{', '.join(record.get('systems', [])) or 'none'})")
+
+
+# one node, as a user ------------------------------------------------------------------------
+class Remote:
+    """Commands on one container: as root, as the user, or in the user's login shell."""
+
+    def __init__(self, client: docker.DockerClient, container: str, user: str):
+        self.client, self.container, self.user = client, container, user
+        self._handle = client.containers.get(container)
+
+    def exec(self, argv: list[str], as_user: bool = True) -> tuple[int, bytes, bytes]:
+        try:
+            result = self._handle.exec_run(argv, user=self.user if as_user else "",
+                                           demux=True)
+        except (APIError, NotFound) as err:
+            raise AitestbedError(f"{self.container} stopped: "
+                                 f"{getattr(err, 'explanation', None) or err}") from None
+        out, err = result.output
+        return result.exit_code, out or b"", err or b""
+
+    def login_shell(self, command: str) -> tuple[int, str, str]:
+        rc, out, err = self.exec(["runuser", "-l", self.user, "-c", command], as_user=False)
+        return rc, out.decode(errors="replace"), err.decode(errors="replace")
+
+    def stdin(self, argv: list[str], data: bytes, timeout: float = 600) -> tuple[int, str]:
+        docker_cli = shutil.which("docker")
+        if docker_cli is None:
+            raise AitestbedError("the docker command is missing: run `make engine`")
+        result = subprocess.run([docker_cli, "exec", "-i", "-u", self.user, self.container,
+                                 *argv], input=data, capture_output=True, timeout=timeout,
+                                check=False)
+        return result.returncode, (result.stdout + result.stderr).decode(errors="replace")
+
+    def popen(self, command: str) -> subprocess.Popen:
+        docker_cli = shutil.which("docker") or "docker"
+        return subprocess.Popen([docker_cli, "exec", "-i", self.container, "runuser", "-l",
+                                 self.user, "-c", command], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+@dataclass
+class Workspace:
+    """The run's copy of the directory on the cluster: one directory per script."""
+    root: str  # /home/USER/aitestbed-runs/RUN
+    dirs: list[str]
+
+    def marker(self, index: int) -> str:
+        return f"{self.root}/.{index}.start"
+
+
+def upload(remote: Remote, directory: Path, files: list[str], count: int,
+           run_id: str) -> Workspace:
+    data = transfer.pack(directory, files)
+    script = (
+        'set -e; umask 022; home=$(getent passwd "$(id -un)" | cut -d: -f6); '
+        f'root="$home/{RUNS_DIR}/{run_id}"; mkdir -p "$root/src"; '
+        'tar -x -p -f - -C "$root/src"; '
+        f'for i in $(seq 1 {count}); do cp -a "$root/src" "$root/$i"; touch "$root/.$i.start";'
+        ' done; rm -rf "$root/src"; echo "$root"')
+    rc, out = remote.stdin(["sh", "-c", script], data)
+    if rc:
+        raise AitestbedError(f"copying {directory} to {remote.container} failed: "
+                             f"{out.strip()[-300:]}")
+    root = out.strip().splitlines()[-1]
+    return Workspace(root, [f"{root}/{i}" for i in range(1, count + 1)])
+
+
+def bring_back(remote: Remote, workspace: Workspace, index: int, destination: Path) -> list[str]:
+    """Files the job created or changed in its directory (newer than the start marker)."""
+    workdir = workspace.dirs[index]
+    marker = shlex.quote(workspace.marker(index + 1))
+    command = (f"cd {shlex.quote(workdir)} && find . -newer {marker}"
+               " \\( -type f -o -type l \\) -print0 | tar -c --null -T - -f -")
+    rc, out, err = remote.exec(["sh", "-c", command])
+    if rc and not out:
+        raise AitestbedError(f"bringing back {workdir} failed: "
+                             f"{err.decode(errors='replace').strip()[-300:]}")
+    return transfer.unpack(out, destination)
+
+
+def output_dir_of(options: Options, script: str) -> Path:
+    return options.output_dir / script
+
+
+# the run --------------------------------------------------------------------------------------
+def run(cluster: str, options: Options) -> RunReport:
+    state = ClusterState(cluster)
+    record = state.load()
+    user = options.user or record.user
+    try:
+        system_target, scripts = _check(state, options, user)
+    except PlanError as err:
+        raise AitestbedError(str(err)) from None
+    client = connect()
+    nodes = cluster_nodes(client, state)
+    if not nodes:
+        raise AitestbedError(f"cluster {cluster!r} has no containers: "
+                             f"`aitestbed --name {cluster} up`")
+    try:
+        target = plan.target(options.system, nodes)
+    except PlanError as err:
+        raise AitestbedError(str(err)) from None
+    check_ready(client, cluster, nodes, target)
+    files = transfer.select(options.directory)
+    left_out = [s for s in scripts if s not in files]
+    if left_out:
+        raise AitestbedError(f"{', '.join(left_out)}: left out of the copy by .gitignore")
+    remote = Remote(client, container_name(cluster, target.host), user)
+    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    options.on_progress(f"copying {options.directory} ({len(files)} files) to "
+                        f"{user}@{target.host}")
+    workspace = upload(remote, options.directory, files, len(scripts), run_id)
+    results = [JobResult(s, options.system) for s in scripts]
+    try:
+        if target.scheduler == "slurm":
+            SlurmRun(remote, workspace, options, results, system_target).follow()
+        else:
+            CerebrasRun(remote, workspace, options, results).follow()
+    finally:
+        for index, result in enumerate(results):
+            _collect(remote, workspace, index, result, options)
+        if not options.keep:
+            remote.exec(["rm", "-rf", workspace.root])
+    return RunReport(cluster, options.system, user, results)
+
+
+def _check(state: ClusterState, options: Options, user: str) -> tuple[str, list[str]]:
+    if options.system not in plan.SYSTEMS:
+        raise PlanError(f"unknown system {options.system!r}: choose one of "
+                        f"{', '.join(plan.SYSTEMS)}")
+    if not options.scripts:
+        raise PlanError("name at least one script to run")
+    if options.sbatch and options.system == "cerebras":
+        raise PlanError("--sbatch: Cerebras scripts run on the login node, not under Slurm")
+    directory = options.directory
+    if not directory.is_dir():
+        raise PlanError(f"no such directory: {directory}")
+    scripts = []
+    root = directory.resolve()
+    for script in options.scripts:
+        path = (directory / script).resolve()
+        if not path.is_relative_to(root):
+            raise PlanError(f"{script}: not inside {directory} (scripts are copied with it)")
+        if not path.is_file():
+            raise PlanError(f"no such script: {directory / script}")
+        scripts.append(path.relative_to(root).as_posix())
+    if len(set(scripts)) != len(scripts):
+        raise PlanError("a script is named twice")
+    check_user(state, user, options.system)
+    try:
+        options.output_dir.mkdir(parents=True, exist_ok=True)
+        probe_file = options.output_dir / f".aitestbed-{uuid.uuid4().hex[:8]}"
+        probe_file.write_bytes(b"")
+        probe_file.unlink()
+    except OSError as err:
+        raise PlanError(f"cannot write the output directory {options.output_dir}: "
+                        f"{err.strerror}") from None
+    options.directory = directory
+    return options.system, scripts
+
+
+def _collect(remote: Remote, workspace: Workspace, index: int, result: JobResult,
+             options: Options) -> None:
+    destination = output_dir_of(options, result.script)
+    try:
+        result.files = bring_back(remote, workspace, index, destination)
+    except AitestbedError as err:
+        result.reason = result.reason or str(err)
+    if result.output_file:
+        result.output_file = str(destination / result.output_file)
+
+
+def _tail(text: str) -> str:
+    return "\n".join(text.splitlines()[-TAIL_LINES:])
+
+
+class SlurmRun:
+    """Submit every script with sbatch, then follow them all with one look per poll."""
+
+    def __init__(self, remote: Remote, workspace: Workspace, options: Options,
+                 results: list[JobResult], system: str):
+        self.remote, self.workspace, self.options, self.results = (remote, workspace, options,
+                                                                   results)
+        self.sbatch = plan.sbatch_options(options.sbatch)
+        self.started: dict[str, float] = {}
+        self.offsets: dict[str, int] = {}
+        self.paths: dict[str, str] = {}
+        self.text: dict[str, list[str]] = {}
+        self.partial: dict[str, bytes] = {}
+
+    def follow(self) -> None:
+        deadline = (time.monotonic() + self.options.timeout) if self.options.timeout else None
+        by_job: dict[str, JobResult] = {}
+        try:
+            for index, result in enumerate(self.results):
+                if self._submit(index, result):
+                    by_job[result.job_id] = result
+            interval = FIRST_POLL
+            while any(r.state not in plan.SLURM_FINAL for r in by_job.values()):
+                time.sleep(interval)
+                interval = POLL
+                self._poll(by_job)
+                if deadline and time.monotonic() > deadline:
+                    self._time_out(by_job)
+                    break
+        except KeyboardInterrupt:
+            self._cancel([r for r in by_job.values() if r.state not in plan.SLURM_FINAL])
+            raise
+        for job, result in by_job.items():
+            self._flush(job)
+            text = "".join(self.text[job])
+            result.tail, result.figures = _tail(text), plan.figures(text)
+            workdir = self.workspace.dirs[self.results.index(result)] + "/"
+            path = self.paths.get(job, "")
+            if path.startswith(workdir):
+                result.output_file = path[len(workdir):]
+            elif path:  # --output elsewhere: what was streamed is its copy
+                destination = output_dir_of(self.options, result.script)
+                destination.mkdir(parents=True, exist_ok=True)
+                (destination / Path(path).name).write_text(text)
+                result.output_file = Path(path).name
+
+    def _submit(self, index: int, result: JobResult) -> bool:
+        argv = plan.sbatch_argv(result.script, self.sbatch)
+        command = f"cd {shlex.quote(self.workspace.dirs[index])} && {shlex.join(argv)}"
+        self.started[result.script] = time.monotonic()
+        rc, out, err = self.remote.login_shell(command)
+        if rc:
+            result.state, result.exit_code = "FAILED", rc
+            result.reason = (err.strip() or out.strip() or "sbatch failed").splitlines()[-1]
+            result.tail = _tail(err + out)
+            self.options.on_output(result.script, err + out)
+            return False
+        try:
+            result.job_id = plan.parse_sbatch_id(out)
+        except PlanError as err:
+            result.state, result.exit_code, result.reason = "FAILED", 1, str(err)
+            return False
+        self.offsets[result.job_id] = 0
+        self.text[result.job_id] = []
+        self.partial[result.job_id] = b""
+        self.options.on_progress(f"{result.script}: submitted batch job {result.job_id}")
+        return True
+
+    def _poll(self, by_job: dict[str, JobResult]) -> None:
+        wanted = {job: [self.paths.get(job, ""), self.offsets[job]] for job in by_job}
+        rc, out, err = self.remote.exec(["python3", "-c", POLL_SCRIPT, json.dumps(wanted)])
+        if rc:
+            raise AitestbedError(f"following the jobs failed: "
+                                 f"{err.decode(errors='replace').strip()[-300:]}")
+        for job, (line, path, data) in json.loads(out).items():
+            result = by_job[job]
+            if path:
+                self.paths[job] = path
+            self._output(job, base64.b64decode(data))
+            if result.state in plan.SLURM_FINAL:
+                continue
+            view = plan.slurm_view(plan.parse_scontrol(line))
+            if not view.state:
+                continue
+            if view.state != result.state:
+                if view.state == "RUNNING":
+                    self.options.on_progress(f"{result.script}: job {job} RUNNING on "
+                                             f"{view.node_list}")
+            result.state, result.reason = view.state, view.reason
+            result.duration_s = time.monotonic() - self.started[result.script]
+            if view.final:
+                result.exit_code = view.exit_code
+                # the rest of the output: it may have more than one chunk left
+                self._drain(job)
+
+    def _output(self, job: str, data: bytes) -> None:
+        if not data:
+            return
+        self.offsets[job] += len(data)
+        data = self.partial[job] + data
+        complete, _, rest = data.rpartition(b"\n")
+        self.partial[job] = rest
+        if complete:
+            text = complete.decode(errors="replace") + "\n"
+            self.text[job].append(text)
+            script = next(r.script for r in self.results if r.job_id == job)
+            self.options.on_output(script, text)
+
+    def _flush(self, job: str) -> None:
+        if self.partial.get(job):
+            text = self.partial[job].decode(errors="replace") + "\n"
+            self.partial[job] = b""
+            self.text[job].append(text)
+            self.options.on_output(next(r.script for r in self.results if r.job_id == job),
+                                   text)
+
+    def _drain(self, job: str) -> None:
+        for _ in range(64):
+            before = self.offsets[job]
+            wanted = {job: [self.paths.get(job, ""), self.offsets[job]]}
+            rc, out, _ = self.remote.exec(["python3", "-c", POLL_SCRIPT, json.dumps(wanted)])
+            if rc:
+                return
+            _, path, data = json.loads(out)[job]
+            if path:
+                self.paths[job] = path
+            self._output(job, base64.b64decode(data))
+            if self.offsets[job] == before:
+                return
+
+    def _cancel(self, results: list[JobResult]) -> None:
+        ids = [r.job_id for r in results if r.job_id]
+        if ids:
+            self.remote.exec(["scancel", *ids])
+
+    def _time_out(self, by_job: dict[str, JobResult]) -> None:
+        waiting = [r for r in by_job.values() if r.state not in plan.SLURM_FINAL]
+        self._cancel(waiting)
+        for result in waiting:
+            was = (plan.pending_note(plan.SlurmView(result.state, result.reason))
+                   if result.state != "RUNNING" else "while RUNNING")
+            result.reason = f"aitestbed run --timeout {self.options.timeout:g} s: {was}"
+            result.state, result.exit_code = "TIMEOUT", None
+            result.duration_s = time.monotonic() - self.started[result.script]
+            self._drain(result.job_id)
+
+
+class CerebrasRun:
+    """Each script with bash in the user's login shell on the Cerebras login node, side by
+    side; the wsjobs it created, read from the appliance afterwards."""
+
+    def __init__(self, remote: Remote, workspace: Workspace, options: Options,
+                 results: list[JobResult]):
+        self.remote, self.workspace, self.options, self.results = (remote, workspace, options,
+                                                                   results)
+        self.windows: dict[int, list] = {}  # when each script ran (epoch seconds)
+
+    def follow(self) -> None:
+        started_at = time.time()
+        threads = [threading.Thread(target=self._one, args=(i, r), daemon=True)
+                   for i, r in enumerate(self.results)]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        except KeyboardInterrupt:
+            for index in range(len(self.results)):
+                self._stop(index)
+            raise
+        self._wsjobs(started_at)
+
+    def _pidfile(self, index: int) -> str:
+        return f"{self.workspace.root}/.{index + 1}.pid"
+
+    def _stop(self, index: int) -> None:
+        self.remote.exec(["sh", "-c", f"kill -TERM $(cat {shlex.quote(self._pidfile(index))})"
+                                      " 2>/dev/null"])
+
+    def _one(self, index: int, result: JobResult) -> None:
+        limit = f"{self.options.timeout:g}s" if self.options.timeout else "0"
+        command = (f"cd {shlex.quote(self.workspace.dirs[index])} && "
+                   f"echo $$ > {shlex.quote(self._pidfile(index))} && "
+                   f"exec timeout -k 10 {limit} bash {shlex.quote(result.script)}")
+        started = time.monotonic()
+        self.windows[index] = [time.time(), None]
+        process = self.remote.popen(command)
+        lines: list[str] = []
+        assert process.stdout is not None
+        for raw in process.stdout:
+            text = raw.decode(errors="replace")
+            lines.append(text)
+            self.options.on_output(result.script, text)
+        code = process.wait()
+        self.windows[index][1] = time.time()
+        result.duration_s = time.monotonic() - started
+        text = "".join(lines)
+        result.tail, result.figures = _tail(text), plan.figures(text)
+        if self.options.timeout and code in (124, 137):
+            result.state, result.exit_code = "TIMEOUT", None
+            result.reason = f"aitestbed run --timeout {self.options.timeout:g} s"
+        else:
+            result.state, result.exit_code = ("COMPLETED" if code == 0 else "FAILED"), code
+        destination = output_dir_of(self.options, result.script)
+        destination.mkdir(parents=True, exist_ok=True)
+        (destination / "output.log").write_text(text)
+        result.output_file = "output.log"
+
+    def _wsjobs(self, started_at: float) -> None:
+        rc, out, _ = self.remote.login_shell("csctl get jobs -a -o json")
+        if rc:
+            return
+        try:
+            items = json.loads(out).get("items", [])
+        except ValueError:
+            return
+        for index, result in enumerate(self.results):
+            begin, end = self.windows.get(index, [started_at, None])
+            for job in plan.wsjobs_of(items, self.remote.user, begin, end or time.time()):
+                result.wsjobs.append(job)
+                if result.state == "TIMEOUT" and job["phase"] not in plan.WSJOB_FINAL:
+                    self.remote.login_shell(f"csctl cancel job {shlex.quote(job['name'])}")
+                    job["phase"] = "CANCELLED"

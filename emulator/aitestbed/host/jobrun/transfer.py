@@ -1,0 +1,136 @@
+"""What `aitestbed run` copies to the cluster and what it brings back.
+
+Up: the directory's files (`.git` and what its `.gitignore` files name left out; in a
+git work tree, git's own answer), as a tar that the user's own `tar` unpacks on the
+login node, so nothing is written with more rights than the user has.
+Back: a tar the user's `tar` makes of the files the job created or changed, unpacked
+here with tarfile's `data` filter (no links out, no absolute paths, no devices): a job
+cannot make this machine write outside the output directory.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+from aitestbed.host.jobrun.plan import PlanError
+
+MAX_UPLOAD = 2 << 30  # bytes; a larger directory is probably not a job's sources
+
+
+def _git_files(directory: Path) -> list[str] | None:
+    """Tracked and untracked-but-not-ignored files, if DIRECTORY is in a git work tree."""
+    try:
+        inside = subprocess.run(["git", "-C", str(directory), "rev-parse",
+                                 "--is-inside-work-tree"], capture_output=True, text=True,
+                                check=False)
+    except FileNotFoundError:
+        return None
+    if inside.returncode or inside.stdout.strip() != "true":
+        return None
+    listed = subprocess.run(["git", "-C", str(directory), "ls-files", "-z", "--cached",
+                             "--others", "--exclude-standard", "--", "."],
+                            capture_output=True, check=False)
+    if listed.returncode:
+        return None
+    names = [n for n in listed.stdout.decode(errors="surrogateescape").split("\0") if n]
+    # ls-files lists deleted-but-tracked files too; keep what exists
+    return sorted(n for n in names if (directory / n).is_file() or (directory / n).is_symlink())
+
+
+def _walk_files(directory: Path) -> list[str]:
+    """Every file under DIRECTORY but .git and what .gitignore files (at any depth) name."""
+    import pathspec
+
+    found: list[str] = []
+    specs: list[tuple[str, pathspec.PathSpec]] = []
+    for root, dirs, files in os.walk(directory):
+        rel_root = os.path.relpath(root, directory)
+        rel_root = "" if rel_root == "." else rel_root + "/"
+        ignore = Path(root, ".gitignore")
+        if ignore.is_file():
+            specs.append((rel_root, pathspec.GitIgnoreSpec.from_lines(
+                ignore.read_text(errors="replace").splitlines())))
+
+        def ignored(rel: str, is_dir: bool) -> bool:
+            for base, spec in specs:
+                if rel.startswith(base) and spec.match_file(rel[len(base):] + ("/" if is_dir
+                                                                                 else "")):
+                    return True
+            return False
+
+        dirs[:] = sorted(d for d in dirs if d != ".git" and not ignored(rel_root + d, True))
+        found += [rel_root + f for f in sorted(files) if not ignored(rel_root + f, False)]
+    return found
+
+
+def select(directory: Path) -> list[str]:
+    """The files of DIRECTORY that go to the cluster, relative, sorted."""
+    if not directory.is_dir():
+        raise PlanError(f"no such directory: {directory}")
+    files = _git_files(directory)
+    return files if files is not None else _walk_files(directory)
+
+
+def pack(directory: Path, files: list[str]) -> bytes:
+    """A tar of FILES (regular files and symlinks as they are; owner names left out)."""
+    buffer = io.BytesIO()
+    total = 0
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in files:
+            path = directory / name
+            info = tar.gettarinfo(str(path), arcname=name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            if info.isreg():
+                total += info.size
+                if total > MAX_UPLOAD:
+                    raise PlanError(f"{directory} holds more than {MAX_UPLOAD >> 30} GiB of "
+                                    "files to copy; name what to leave out in .gitignore")
+                with open(path, "rb") as data:
+                    tar.addfile(info, data)
+            elif info.issym() or info.isdir():
+                tar.addfile(info)
+    return buffer.getvalue()
+
+
+def safe_name(name: str) -> str | None:
+    """NAME as a relative path with no `..`, or None."""
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if name.startswith("/") or not parts or ".." in parts:
+        return None
+    return "/".join(parts)
+
+
+def unpack(data: bytes, destination: Path) -> list[str]:
+    """Unpack what the cluster sent back into DESTINATION; returns the files' relative
+    names. Only regular files are written, at relative names without `..`, never through
+    a link, without set-id bits: whatever the job left there, nothing lands outside
+    DESTINATION. (tarfile's `data` filter does this on Python >= 3.11.4; Debian 12 has
+    3.11.2.)"""
+    destination.mkdir(parents=True, exist_ok=True)
+    root = destination.resolve()
+    written: list[str] = []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        for member in tar:
+            name = safe_name(member.name)
+            if name is None or not member.isreg():
+                continue
+            target = root / name
+            if not target.parent.resolve().is_relative_to(root) or target.is_symlink():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.parent.resolve().is_relative_to(root):
+                continue
+            source = tar.extractfile(member)
+            if source is None:
+                continue
+            with open(target, "wb") as out:
+                shutil.copyfileobj(source, out)
+            os.chmod(target, member.mode & 0o755 | 0o600)
+            written.append(name)
+    return sorted(written)
