@@ -140,6 +140,8 @@ def slurm_view(fields: dict[str, str]) -> SlurmView:
     if "ExitCode" in fields and state in SLURM_FINAL:
         status, _, signal = fields["ExitCode"].partition(":")
         code = 128 + int(signal) if signal.isdigit() and int(signal) else int(status or 0)
+        if code == 0 and state not in ("COMPLETED", "FAILED"):
+            code = None  # NODE_FAIL, CANCELLED, ... report 0:0: the job had no say
     return SlurmView(state, "" if reason in ("None", "(null)") else reason, code,
                      fields.get("StdOut", ""), fields.get("NodeList", ""))
 

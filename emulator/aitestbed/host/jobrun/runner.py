@@ -226,7 +226,7 @@ def run(cluster: str, options: Options) -> RunReport:
     except PlanError as err:
         raise AitestbedError(str(err)) from None
     check_ready(client, cluster, nodes, target)
-    files = transfer.select(options.directory)
+    files = transfer.select(options.directory, leave_out=options.output_dir)
     left_out = [s for s in scripts if s not in files]
     if left_out:
         raise AitestbedError(f"{', '.join(left_out)}: left out of the copy by .gitignore")

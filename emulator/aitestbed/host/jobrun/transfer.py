@@ -68,12 +68,24 @@ def _walk_files(directory: Path) -> list[str]:
     return found
 
 
-def select(directory: Path) -> list[str]:
-    """The files of DIRECTORY that go to the cluster, relative, sorted."""
+def select(directory: Path, leave_out: Path | None = None) -> list[str]:
+    """The files of DIRECTORY that go to the cluster, relative, sorted; LEAVE_OUT (the
+    output directory, when it is inside) is not copied back up."""
     if not directory.is_dir():
         raise PlanError(f"no such directory: {directory}")
     files = _git_files(directory)
-    return files if files is not None else _walk_files(directory)
+    files = files if files is not None else _walk_files(directory)
+    if leave_out is not None:
+        try:
+            inner = leave_out.resolve().relative_to(directory.resolve()).as_posix()
+        except ValueError:
+            inner = None
+        if inner == ".":
+            raise PlanError(f"the output directory {leave_out} is the directory copied "
+                            "to the cluster: choose another --output-dir")
+        if inner:
+            files = [f for f in files if f != inner and not f.startswith(inner + "/")]
+    return files
 
 
 def pack(directory: Path, files: list[str]) -> bytes:

@@ -1,0 +1,265 @@
+"""`aitestbed run`'s decisions, transfers and reports, without a cluster."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from aitestbed.host.jobrun import plan, report, transfer
+from aitestbed.host.jobrun.plan import JobResult, NodeInfo, PlanError, RunReport
+
+pytestmark = pytest.mark.unit
+
+MINI = [NodeInfo("cer-login-01", "cerebras", "login"), NodeInfo("cer-cs2-01", "cerebras", "cs2"),
+        NodeInfo("gc-login-01", "graphcore", "login", "graphcore"),
+        NodeInfo("gc-poplar-01", "graphcore", "ipu_node", "graphcore"),
+        NodeInfo("gc-slurmctld", "graphcore", "slurmctld", "graphcore"),
+        NodeInfo("sambanova", "sambanova", "login", "sn30"),
+        NodeInfo("sm-01", "sambanova", "rdu_node", "sn10"),
+        NodeInfo("sm-02", "sambanova", "rdu_node", "sn10"),
+        NodeInfo("sn10-slurmctld", "sambanova", "slurmctld", "sn10"),
+        NodeInfo("sn30-r1-h1", "sambanova", "rdu_node", "sn30"),
+        NodeInfo("sn30-slurmctld", "sambanova", "slurmctld", "sn30")]
+
+
+@pytest.mark.parametrize("system, host, scheduler, controller", [
+    ("graphcore", "gc-login-01", "slurm", "gc-slurmctld"),
+    ("sambanova", "sambanova", "slurm", "sn30-slurmctld"),
+    ("sn10", "sm-01", "slurm", "sn10-slurmctld"),
+    ("cerebras", "cer-login-01", "wsjob", ""),
+])
+def test_each_system_is_used_from_where_its_users_work(system, host, scheduler, controller):
+    target = plan.target(system, MINI)
+    assert (target.host, target.scheduler, target.controller) == (host, scheduler, controller)
+
+
+def test_a_system_the_cluster_lacks_or_does_not_know_is_refused():
+    with pytest.raises(PlanError, match="no cerebras system.*--systems cerebras"):
+        plan.target("cerebras", [n for n in MINI if n.system != "cerebras"])
+    with pytest.raises(PlanError, match="unknown system 'groq'"):
+        plan.target("groq", MINI)
+
+
+def test_sbatch_options_are_split_as_a_shell_does_and_wait_or_wrap_refused():
+    assert plan.sbatch_options(['--ipus=1 --time=10', '-J "my job"']) == [
+        "--ipus=1", "--time=10", "-J", "my job"]
+    with pytest.raises(PlanError, match="submits the script itself"):
+        plan.sbatch_options(["--wrap=hostname"])
+    with pytest.raises(PlanError, match="No closing quotation"):
+        plan.sbatch_options(['-J "open'])
+    assert plan.sbatch_argv("a.sh", ["--ipus=1"]) == ["sbatch", "--parsable", "--ipus=1", "a.sh"]
+
+
+def test_sbatch_parsable_output():
+    assert plan.parse_sbatch_id("42\n") == "42"
+    assert plan.parse_sbatch_id("sbatch: warning: x\n43;sn10\n") == "43"
+    with pytest.raises(PlanError):
+        plan.parse_sbatch_id("Submitted batch job\n")
+
+
+SCONTROL = ("JobId=7 JobName=a.sh UserId=learner(10001) JobState={state} Reason={reason} "
+            "Dependency=(null) ExitCode={code} NodeList=gc-poplar-02 "
+            "StdOut=/home/learner/aitestbed-runs/r/1/slurm-7.out")
+
+
+@pytest.mark.parametrize("state, reason, code, expected_code, status", [
+    ("COMPLETED", "None", "0:0", 0, 0),
+    ("FAILED", "NonZeroExitCode", "3:0", 3, 3),
+    ("FAILED", "NonZeroExitCode", "125:0", 125, 1),  # never mistaken for a tool error
+    ("CANCELLED", "None", "0:15", 143, 143),
+    ("NODE_FAIL", "NodeDown", "0:0", None, 1),
+    ("OUT_OF_MEMORY", "OutOfMemory", "0:125", 253, 253),
+    ("TIMEOUT", "TimeLimit", "0:0", None, plan.TIMED_OUT),
+])
+def test_final_states_and_exit_codes(state, reason, code, expected_code, status):
+    view = plan.slurm_view(plan.parse_scontrol(SCONTROL.format(state=state, reason=reason,
+                                                               code=code)))
+    assert view.final and view.state == state and view.exit_code == expected_code
+    assert view.stdout_path.endswith("/slurm-7.out")
+    assert plan.exit_status(view.state, view.exit_code) == status
+
+
+def test_a_pending_job_says_why():
+    view = plan.slurm_view(plan.parse_scontrol(SCONTROL.format(state="PENDING",
+                                                               reason="Resources", code="0:0")))
+    assert not view.final and view.exit_code is None
+    assert plan.pending_note(view) == "still PENDING (Resources)"
+
+
+def test_the_run_exits_with_the_first_failure_in_argument_order():
+    assert plan.run_status([("COMPLETED", 0), ("SUCCEEDED", 0)]) == 0
+    assert plan.run_status([("COMPLETED", 0), ("FAILED", 2), ("FAILED", 7)]) == 2
+    assert plan.run_status([("CANCELLED", None), ("FAILED", 7)]) == 1
+
+
+def test_figures_the_jobs_printed_last_one_wins():
+    text = ("| Train Device=CSX, Step=50, Loss=2.30934, Rate=1200.5 samples/sec, "
+            "GlobalRate=1100.0 samples/sec\n"
+            "| Train Device=CSX, Step=100, Loss=2.1, Rate=1300.5 samples/sec, "
+            "GlobalRate=1150.0 samples/sec\n"
+            "Measured 10 iterations of batch size 32: latency 1.5 ms, "
+            "throughput 21333.3 samples/s\n"
+            "Test accuracy: 95.80%\n")
+    assert plan.figures(text) == {"samples_per_sec": 21333.3, "global_samples_per_sec": 1150.0,
+                                  "loss": 2.1, "latency_ms": 1.5, "accuracy_percent": 95.8}
+
+
+def test_wsjobs_are_the_users_created_while_the_script_ran():
+    def job(name, user, stamp, phase):
+        return {"metadata": {"name": name, "creationTimestamp": stamp},
+                "spec": {"user": {"username": user}, "jobType": "execute"},
+                "status": {"phase": phase}}
+    items = [job("wsjob-b", "learner", "2026-11-26T05:00:10Z", "SUCCEEDED"),
+             job("wsjob-a", "learner", "2026-11-26T05:00:05Z", "SUCCEEDED"),
+             job("wsjob-other", "someone", "2026-11-26T05:00:06Z", "RUNNING"),
+             job("wsjob-old", "learner", "2026-11-26T04:00:00Z", "FAILED")]
+    begin = dt.datetime(2026, 11, 26, 5, 0, 4, tzinfo=dt.UTC).timestamp()
+    assert [j["name"] for j in plan.wsjobs_of(items, "learner", begin, begin + 10)] == [
+        "wsjob-a", "wsjob-b"]
+
+
+# what goes up -------------------------------------------------------------------------------
+def _tree(root: Path) -> None:
+    (root / "sub").mkdir(parents=True)
+    (root / "run.sh").write_text("echo hi\n")
+    (root / "sub" / "data.txt").write_text("x\n")
+    (root / "big.ckpt").write_text("weights\n")
+    (root / "sub" / "skip.log").write_text("log\n")
+    (root / "out").mkdir()
+    (root / "out" / "old.txt").write_text("old\n")
+    (root / ".gitignore").write_text("*.ckpt\n")
+    (root / "sub" / ".gitignore").write_text("*.log\n")
+
+
+def test_the_copy_leaves_out_git_ignored_files_and_the_output_dir(tmp_path):
+    _tree(tmp_path)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("not a repository\n")
+    files = transfer.select(tmp_path, leave_out=tmp_path / "out")
+    assert files == [".gitignore", "run.sh", "sub/.gitignore", "sub/data.txt"]
+
+
+def test_in_a_git_work_tree_git_decides(tmp_path):
+    _tree(tmp_path)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null"}
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=env)
+    (tmp_path / ".git" / "info" / "exclude").write_text("sub/data.txt\n")
+    files = transfer.select(tmp_path)
+    assert files == [".gitignore", "out/old.txt", "run.sh", "sub/.gitignore"]
+
+
+def test_the_output_dir_cannot_be_the_copied_dir(tmp_path):
+    with pytest.raises(PlanError, match="choose another --output-dir"):
+        transfer.select(tmp_path, leave_out=tmp_path)
+
+
+def test_pack_keeps_modes_and_links(tmp_path):
+    _tree(tmp_path)
+    os.chmod(tmp_path / "run.sh", 0o755)
+    os.symlink("sub/data.txt", tmp_path / "link")
+    data = transfer.pack(tmp_path, ["run.sh", "link", "sub/data.txt"])
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert members["run.sh"].mode & 0o777 == 0o755 and members["link"].issym()
+    assert members["run.sh"].uname == ""
+
+
+def _tar(entries: list[tarfile.TarInfo], payload: bytes = b"data") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for info in entries:
+            if info.isreg():
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+            else:
+                tar.addfile(info)
+    return buffer.getvalue()
+
+
+def _info(name: str, kind: bytes = tarfile.REGTYPE, mode: int = 0o644, link: str = ""):
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.linkname = kind, mode, link
+    return info
+
+
+def test_what_comes_back_cannot_write_outside_the_output_dir(tmp_path):
+    """A job may leave anything in its directory: links to this machine's files,
+    names with .., set-uid bits. Only plain files land, inside the destination."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    destination = tmp_path / "out"
+    destination.mkdir()
+    os.symlink(outside, destination / "planted")  # left by an earlier run, say
+    data = _tar([_info("./result.txt", mode=0o4755),
+                 _info("../escape.txt"), _info("/etc/evil"),
+                 _info("link", tarfile.SYMTYPE, link="/etc/passwd"),
+                 _info("planted/through-link.txt"),
+                 _info("dev", tarfile.CHRTYPE)])
+    assert transfer.unpack(data, destination) == ["result.txt"]
+    assert (destination / "result.txt").read_bytes() == b"data"
+    assert (destination / "result.txt").stat().st_mode & 0o7777 == 0o755
+    assert not (tmp_path / "escape.txt").exists() and not list(outside.iterdir())
+    assert not (destination / "link").exists()
+
+
+# reports ------------------------------------------------------------------------------------
+def _report() -> RunReport:
+    ok = JobResult("a.sh", "graphcore", "COMPLETED", 0, "7", duration_s=2.5, tail="fine")
+    bad = JobResult("b.sh", "graphcore", "FAILED", 3, "8", "NonZeroExitCode", 1.0,
+                    tail="boom \x1b[31m")
+    return RunReport("ci-1", "graphcore", "learner", [ok, bad])
+
+
+def test_junit_has_one_testcase_per_script_and_the_failure():
+    root = ET.fromstring(report.junit(_report()))
+    assert root.get("tests") == "2" and root.get("failures") == "1"
+    cases = root.findall("testcase")
+    assert [c.get("name") for c in cases] == ["a.sh", "b.sh"]
+    assert cases[0].find("failure") is None
+    failure = cases[1].find("failure")
+    assert failure.get("message") == "b.sh: job 8 FAILED (exit 3) in 1.0 s: NonZeroExitCode"
+    assert failure.text == "boom ?[31m"
+
+
+def test_json_has_ids_states_codes_and_the_run_status():
+    data = json.loads(report.as_json(_report()))
+    assert data["exit_code"] == 3
+    assert [(r["job_id"], r["state"], r["exit_code"]) for r in data["results"]] == [
+        ("7", "COMPLETED", 0), ("8", "FAILED", 3)]
+
+
+def test_one_scripts_fields_read_through_the_report():
+    single = RunReport("c", "graphcore", "u", [JobResult("a.sh", "graphcore", "COMPLETED", 0)])
+    assert single.state == "COMPLETED" and single.exit_code == 0
+    with pytest.raises(AttributeError, match="several scripts"):
+        _ = _report().state
+
+
+# the command's own errors -------------------------------------------------------------------
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    emulator = str(Path(plan.__file__).resolve().parents[3])
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+           "PYTHONPATH": os.pathsep.join([emulator, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "aitestbed.cli", *args], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, check=False)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--name", "nocluster", "run", "-s", "graphcore", "a.sh"], "does not exist"),
+    (["--name", "nocluster", "run", "-s", "groq", "a.sh"], "Invalid value for '--system'"),
+    (["--name", "nocluster", "run", "a.sh"], "Missing option '--system'"),
+    (["--name", "nocluster", "run", "-s", "graphcore", "--timeout", "0", "a.sh"],
+     "Invalid value for '--timeout'"),
+])
+def test_errors_of_the_tool_exit_125_in_one_line(tmp_path, args, message):
+    result = _cli(tmp_path, *args)
+    assert result.returncode == 125, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
