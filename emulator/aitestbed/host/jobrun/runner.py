@@ -245,7 +245,8 @@ def run(cluster: str, options: Options) -> RunReport:
         for index, result in enumerate(results):
             _collect(remote, workspace, index, result, options)
         if not options.keep:
-            remote.exec(["rm", "-rf", workspace.root])
+            remote.exec(["sh", "-c", f"rm -rf {shlex.quote(workspace.root)}; "
+                         f"rmdir {shlex.quote(workspace.root.rsplit('/', 1)[0])} 2>/dev/null"])
     return RunReport(cluster, options.system, user, results)
 
 
