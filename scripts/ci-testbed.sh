@@ -178,7 +178,7 @@ cmd_up() {
     printf 'AITESTBED_CLUSTER=%s\nAITESTBED_CI_NAME=%s\nAITESTBED_SSH_CONFIG=%s\nAITESTBED=%s\n' \
       "$NAME" "$NAME" "$SSH_CONFIG" "$bin/aitestbed" >"$CI_DOTENV"
   fi
-  # For `eval "$(ci-testbed.sh up)"` in one shell.
+  # For one shell: `ci-testbed.sh up > testbed.env && . ./testbed.env`.
   printf 'export AITESTBED_CLUSTER=%q\n' "$NAME"
   printf 'export AITESTBED_CI_NAME=%q\n' "$NAME"
   printf 'export AITESTBED_SSH_CONFIG=%q\n' "$SSH_CONFIG"
