@@ -363,3 +363,30 @@ def test_the_mnist_example_trains_one_epoch_on_one_ipu(allocation, mnist_dir, mo
     assert "Trained one epoch: 4000 images, 125 steps of 32, last loss " in out, out
     accuracy = re.search(r"^Accuracy on 1920 test images: ([\d.]+)%$", out, re.M)
     assert accuracy and float(accuracy.group(1)) > 80, out
+
+
+def test_the_lenet_example_commands_compile_and_train(snd, mnist_dir, tmp_path):
+    """lenet.sbatch's two lines, as written (fewer steps), on the installed starter and an
+    snd of the test's own holding the job's RDU."""
+    import shutil
+
+    starter = tmp_path / "lenet"
+    shutil.copytree(ROOT / "roles" / "sambaflow" / "files" / "apps" / "starters" / "lenet",
+                    starter)
+    lines = [line for line in (EXAMPLES / "sambanova" / "lenet.sbatch").read_text().splitlines()
+             if line.startswith('python "$LENET/lenet.py" ')]
+    assert [line.split()[2] for line in lines] == ["compile", "run"]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SF_RNT")}
+    environment.update(LENET=str(starter), PYTHONPATH=str(ROOT / "emulator"),
+                       AITESTBED_SN_MNIST=str(mnist_dir), SF_RNT_LOG_FILE=str(tmp_path / "sn.log"),
+                       OMP_NUM_THREADS="1")
+    job = tmp_path / "job"
+    job.mkdir()
+    script = "set -e\n" + "\n".join(lines).replace("--max-steps=200", "--max-steps=20")
+    script = script.replace("python ", f"{sys.executable} ")
+    result = subprocess.run(["bash", "-c", script], cwd=job, env=environment,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-2000:])
+    assert "Epoch [1/1], Step [20/3750], Loss: " in result.stdout
+    assert re.search(r"^Test Accuracy: [\d.]+ Loss: [\d.]+$", result.stdout, re.M)
+    assert (job / "pef" / "lenet" / "lenet.pef").is_file()
