@@ -17,7 +17,8 @@
 #   AITESTBED_CI_SYSTEMS   systems for `up` (comma-separated; default: every system)
 #   AITESTBED_CI_PROFILE   inventory profile (default: mini)
 #   AITESTBED_IMAGE_CACHE  the image cache file (default: ~/.cache/aitestbed/images.tar.zst;
-#                          its key is kept beside it in FILE.key)
+#                          its key is kept beside it in FILE.key, and the key of the last
+#                          file this machine loaded or saved in FILE.loaded)
 #   AITESTBED_SSH_CONFIG   where `up` writes the ssh_config (default:
 #                          ~/.ssh/aitestbed-<NAME>.conf, as `make cluster-up`)
 #   AITESTBED_PROJECT      the aitestbed checkout (default: this script's repository)
@@ -137,13 +138,23 @@ cmd_load() {
     log "no image cache at $CACHE: 'up' builds the images"
     return 0
   fi
+  # FILE.loaded names the key of the images this machine's engine got from the file (or
+  # saved to it): a runner that keeps its engine does not load the same file every job.
+  local key
+  key=$(cat "$CACHE.key" 2>/dev/null || true)
+  if [ -n "$key" ] && [ "$(cat "$CACHE.loaded" 2>/dev/null || true)" = "$key" ]; then
+    log "the images of $CACHE (key $key) are loaded already (remove $CACHE.loaded to load again)"
+    return 0
+  fi
   log "loading the images from $CACHE"
   if ! "$AITESTBED" images load "$CACHE" >&2; then
     # A damaged or foreign file is loaded not at all (aitestbed images load checks first):
     # drop it, so that 'up' builds and 'save-cache' writes a good one.
     log "warning: could not load $CACHE; removing it: 'up' builds the images"
-    rm -f "$CACHE" "$CACHE.key"
+    rm -f "$CACHE" "$CACHE.key" "$CACHE.loaded"
+    return 0
   fi
+  if [ -n "$key" ]; then printf '%s\n' "$key" >"$CACHE.loaded"; fi
 }
 
 cmd_setup() {
@@ -208,6 +219,7 @@ cmd_save_cache() {
   fi
   mv -f "$partial" "$CACHE"
   printf '%s\n' "$key" >"$CACHE.key"
+  printf '%s\n' "$key" >"$CACHE.loaded"  # the engine has them: it just saved them
 }
 
 cmd_run() {

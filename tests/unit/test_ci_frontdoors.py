@@ -223,7 +223,24 @@ def test_a_damaged_cache_is_dropped_not_fatal(ci):
     result = ci("load", AITESTBED_IMAGE_CACHE=str(cache), FAKE_FAIL="images-load")
     assert result.returncode == 0, result.stderr
     assert "could not load" in result.stderr
-    assert not cache.exists() and not (ci.path / "images.tar.zst.key").exists()
+    assert list(ci.path.glob("images.tar.zst*")) == []
+
+
+def test_a_machine_loads_the_same_cache_file_once(ci):
+    cache = ci.path / "images.tar.zst"
+    cache.write_text("images k1\n")
+    (ci.path / "images.tar.zst.key").write_text("k1\n")
+    env = {"AITESTBED_IMAGE_CACHE": str(cache)}
+    assert ci("load", **env).returncode == 0
+    assert (ci.path / "images.tar.zst.loaded").read_text() == "k1\n"
+    again = ci("load", **env)
+    assert again.returncode == 0
+    assert "(key k1) are loaded already" in again.stderr
+    assert [c[:2] for c in ci.calls()] == [["images", "load"]]
+    # Another file (a new key restored by the Actions cache) is loaded.
+    (ci.path / "images.tar.zst.key").write_text("k2\n")
+    assert ci("load", **env).returncode == 0
+    assert [c[:2] for c in ci.calls()] == [["images", "load"]] * 2
 
 
 def test_save_cache_writes_when_missing_or_stale_only(ci):
@@ -232,6 +249,8 @@ def test_save_cache_writes_when_missing_or_stale_only(ci):
     assert ci("save-cache", **env, FAKE_KEY="k1").returncode == 0
     assert cache.read_text() == "images k1\n"
     assert (cache.parent / "images.tar.zst.key").read_text() == "k1\n"
+    # The engine has the images it saved: loading that file here again is skipped.
+    assert "are loaded already" in ci("load", **env).stderr
     saves = [c for c in ci.calls() if c[:2] == ["images", "save"]]
     assert len(saves) == 1 and saves[0][3:] == ["--profile", "mini"]
     assert saves[0][2].endswith("images.tar.zst") and saves[0][2] != str(cache)
