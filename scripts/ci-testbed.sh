@@ -102,6 +102,9 @@ PROFILE=${AITESTBED_CI_PROFILE:-mini}
 SYSTEMS=${AITESTBED_CI_SYSTEMS:-}
 CACHE=${AITESTBED_IMAGE_CACHE:-$HOME/.cache/aitestbed/images.tar.zst}
 SSH_CONFIG=${AITESTBED_SSH_CONFIG:-$HOME/.ssh/aitestbed-$NAME.conf}
+# A directory holding only a link to the aitestbed command, for PATH: the venv's own bin
+# would put its python and pip before the job's.
+LINKS=${RUNNER_TEMP:-${XDG_CACHE_HOME:-$HOME/.cache}/aitestbed}/bin-$NAME
 
 # need_aitestbed [STATUS]: the aitestbed command must exist (`setup` makes it).
 need_aitestbed() {
@@ -174,8 +177,11 @@ cmd_up() {
   mkdir -p "$(dirname "$SSH_CONFIG")"
   "$AITESTBED" --name "$NAME" ssh-config -o "$SSH_CONFIG" >&2 ||
     die "aitestbed ssh-config failed (exit $?)"
-  local bin
-  bin=$(cd "$(dirname "$(command -v "$AITESTBED")")" && pwd)
+  local command
+  command=$(command -v "$AITESTBED")
+  case $command in /*) ;; *) command=$PWD/$command ;; esac
+  mkdir -p "$LINKS"
+  ln -sfn "$command" "$LINKS/aitestbed"
   github GITHUB_OUTPUT "cluster=$NAME"
   github GITHUB_OUTPUT "ssh-config=$SSH_CONFIG"
   # Later steps: `aitestbed run ...` finds the command and this cluster, and this
@@ -183,18 +189,20 @@ cmd_up() {
   github GITHUB_ENV "AITESTBED_CLUSTER=$NAME"
   github GITHUB_ENV "AITESTBED_CI_NAME=$NAME"
   github GITHUB_ENV "AITESTBED_SSH_CONFIG=$SSH_CONFIG"
-  github GITHUB_PATH "$bin"
+  github GITHUB_ENV "AITESTBED_HOME=$PROJECT"
+  github GITHUB_PATH "$LINKS"
   if [ -n "${CI_DOTENV:-}" ]; then
     # GitLab's dotenv reports take KEY=VALUE lines only (no `export`, no quotes).
-    printf 'AITESTBED_CLUSTER=%s\nAITESTBED_CI_NAME=%s\nAITESTBED_SSH_CONFIG=%s\nAITESTBED=%s\n' \
-      "$NAME" "$NAME" "$SSH_CONFIG" "$bin/aitestbed" >"$CI_DOTENV"
+    printf 'AITESTBED_CLUSTER=%s\nAITESTBED_CI_NAME=%s\nAITESTBED_SSH_CONFIG=%s\nAITESTBED=%s\nAITESTBED_HOME=%s\n' \
+      "$NAME" "$NAME" "$SSH_CONFIG" "$command" "$PROJECT" >"$CI_DOTENV"
   fi
   # For one shell: `ci-testbed.sh up > testbed.env && . ./testbed.env`.
   printf 'export AITESTBED_CLUSTER=%q\n' "$NAME"
   printf 'export AITESTBED_CI_NAME=%q\n' "$NAME"
   printf 'export AITESTBED_SSH_CONFIG=%q\n' "$SSH_CONFIG"
+  printf 'export AITESTBED_HOME=%q\n' "$PROJECT"
   # shellcheck disable=SC2016  # $PATH is expanded where the line is evaluated
-  printf 'export PATH=%q:"$PATH"\n' "$bin"
+  printf 'export PATH=%q:"$PATH"\n' "$LINKS"
   log "cluster $NAME is ready; ssh_config: $SSH_CONFIG"
 }
 
@@ -231,6 +239,7 @@ cmd_down() {
   if ! command -v "$AITESTBED" >/dev/null 2>&1; then
     log "no aitestbed command at $AITESTBED: no cluster was brought up"
     rm -f "$SSH_CONFIG"
+    rm -rf "$LINKS"
     return 0
   fi
   local errors status=0
@@ -246,6 +255,7 @@ cmd_down() {
     fi
   fi
   rm -f "$errors" "$SSH_CONFIG"
+  rm -rf "$LINKS"
 }
 
 case $COMMAND in

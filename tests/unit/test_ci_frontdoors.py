@@ -115,9 +115,10 @@ def test_bad_input_gets_the_synopsis_and_one_line(ci, args, message):
 
 def test_up_writes_github_outputs_env_and_path(ci):
     output, env, path = (ci.path / n for n in ("output", "env", "path"))
+    runner_temp = ci.path / "runner-temp"
     result = ci("up", GITHUB_RUN_ID="4242", GITHUB_RUN_ATTEMPT="2",
                 AITESTBED_CI_SYSTEMS="graphcore,sambanova", GITHUB_OUTPUT=str(output),
-                GITHUB_ENV=str(env), GITHUB_PATH=str(path))
+                GITHUB_ENV=str(env), GITHUB_PATH=str(path), RUNNER_TEMP=str(runner_temp))
     assert result.returncode == 0, result.stderr
     ssh_config = ci.path / "home" / ".ssh" / "aitestbed-ci-4242-2.conf"
     assert ci.calls() == [
@@ -125,8 +126,16 @@ def test_up_writes_github_outputs_env_and_path(ci):
         ["--name", "ci-4242-2", "ssh-config", "-o", str(ssh_config)]]
     assert output.read_text().splitlines() == ["cluster=ci-4242-2", f"ssh-config={ssh_config}"]
     assert ssh_config.read_text() == "Host gc-login-01\n"
-    assert "AITESTBED_CLUSTER=ci-4242-2" in env.read_text().splitlines()
-    assert path.read_text().splitlines() == [str(ci.path / "bin")]
+    assert {"AITESTBED_CLUSTER=ci-4242-2", "AITESTBED_CI_NAME=ci-4242-2",
+            f"AITESTBED_HOME={ROOT}"} <= set(env.read_text().splitlines())
+    # PATH gets the aitestbed command alone, not the venv's python and pip.
+    links = runner_temp / "bin-ci-4242-2"
+    assert path.read_text().splitlines() == [str(links)]
+    assert [p.name for p in links.iterdir()] == ["aitestbed"]
+    assert (links / "aitestbed").resolve() == ci.path / "bin" / "aitestbed"
+    assert ci("down", GITHUB_RUN_ID="4242", GITHUB_RUN_ATTEMPT="2",
+              RUNNER_TEMP=str(runner_temp)).returncode == 0
+    assert not links.exists() and not ssh_config.exists()
 
 
 def test_up_without_systems_brings_every_system_and_names_from_gitlab(ci):
@@ -141,7 +150,8 @@ def test_up_without_systems_brings_every_system_and_names_from_gitlab(ci):
     sourced = subprocess.run(["bash", "-c", f'{result.stdout}\necho "$AITESTBED_CLUSTER";'
                               'command -v aitestbed'], capture_output=True, text=True,
                              env={"PATH": "/usr/bin:/bin"}, check=False)
-    assert sourced.stdout.split() == ["ci-77", str(ci.path / "bin" / "aitestbed")]
+    links = ci.path / "home" / ".cache" / "aitestbed" / "bin-ci-77"
+    assert sourced.stdout.split() == ["ci-77", str(links / "aitestbed")]
 
 
 def test_the_name_option_wins_and_a_failed_up_fails(ci):
