@@ -107,7 +107,7 @@ def test_figures_the_jobs_printed_last_one_wins():
             "GlobalRate=1150.0 samples/sec\n"
             "Measured 10 iterations of batch size 32: latency 1.5 ms, "
             "throughput 21333.3 samples/s\n"
-            "Test accuracy: 95.80%\n")
+            "Accuracy on 1920 test images: 95.80%\n")
     assert plan.figures(text) == {"samples_per_sec": 21333.3, "global_samples_per_sec": 1150.0,
                                   "loss": 2.1, "latency_ms": 1.5, "accuracy_percent": 95.8}
 

@@ -178,7 +178,7 @@ FIGURES = {
                         r"([\d.]+) samples/s(?:ec)?\b"],
     "global_samples_per_sec": [r"GlobalRate=([\d.]+) samples/sec"],
     "loss": [r"\bLoss=([\d.]+)", r"\bloss[:= ]+([\d.]+(?:e-?\d+)?)"],
-    "accuracy_percent": [r"accuracy[^\d\n]{0,20}([\d.]+) ?%"],
+    "accuracy_percent": [r"accuracy\b[^%\n]*?([\d.]+) ?%"],
     "latency_ms": [r"latency:? ([\d.]+) ms"],
 }
 _FIGURES = {k: [re.compile(p, re.IGNORECASE) for p in v] for k, v in FIGURES.items()}
