@@ -263,3 +263,23 @@ def test_errors_of_the_tool_exit_125_in_one_line(tmp_path, args, message):
     result = _cli(tmp_path, *args)
     assert result.returncode == 125, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_who_may_run_where(tmp_path, monkeypatch):
+    from aitestbed.host.errors import AitestbedError
+    from aitestbed.host.jobrun.runner import check_user
+    from aitestbed.host.state import ClusterState
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    state = ClusterState("ci-x")
+    registry = state.registry()
+    registry.users = {"ann": {"active": True, "systems": ["graphcore"]},
+                      "bob": {"active": False, "systems": ["graphcore"]}}
+    registry.save()
+    check_user(state, "ann", "graphcore")
+    with pytest.raises(AitestbedError, match="'ann' has no access to sambanova"):
+        check_user(state, "ann", "sn10")
+    with pytest.raises(AitestbedError, match="'bob' was offboarded"):
+        check_user(state, "bob", "graphcore")
+    with pytest.raises(AitestbedError, match="unknown user 'carl'"):
+        check_user(state, "carl", "graphcore")

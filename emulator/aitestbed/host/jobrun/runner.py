@@ -213,7 +213,7 @@ def run(cluster: str, options: Options) -> RunReport:
     record = state.load()
     user = options.user or record.user
     try:
-        system_target, scripts = _check(state, options, user)
+        scripts = _check(state, options, user)
     except PlanError as err:
         raise AitestbedError(str(err)) from None
     client = connect()
@@ -238,7 +238,7 @@ def run(cluster: str, options: Options) -> RunReport:
     results = [JobResult(s, options.system) for s in scripts]
     try:
         if target.scheduler == "slurm":
-            SlurmRun(remote, workspace, options, results, system_target).follow()
+            SlurmRun(remote, workspace, options, results).follow()
         else:
             CerebrasRun(remote, workspace, options, results).follow()
     finally:
@@ -250,7 +250,8 @@ def run(cluster: str, options: Options) -> RunReport:
     return RunReport(cluster, options.system, user, results)
 
 
-def _check(state: ClusterState, options: Options, user: str) -> tuple[str, list[str]]:
+def _check(state: ClusterState, options: Options, user: str) -> list[str]:
+    """The scripts, relative to the directory; PlanError or AitestbedError for bad input."""
     if options.system not in plan.SYSTEMS:
         raise PlanError(f"unknown system {options.system!r}: choose one of "
                         f"{', '.join(plan.SYSTEMS)}")
@@ -281,8 +282,7 @@ def _check(state: ClusterState, options: Options, user: str) -> tuple[str, list[
     except OSError as err:
         raise PlanError(f"cannot write the output directory {options.output_dir}: "
                         f"{err.strerror}") from None
-    options.directory = directory
-    return options.system, scripts
+    return scripts
 
 
 def _collect(remote: Remote, workspace: Workspace, index: int, result: JobResult,
@@ -304,7 +304,7 @@ class SlurmRun:
     """Submit every script with sbatch, then follow them all with one look per poll."""
 
     def __init__(self, remote: Remote, workspace: Workspace, options: Options,
-                 results: list[JobResult], system: str):
+                 results: list[JobResult]):
         self.remote, self.workspace, self.options, self.results = (remote, workspace, options,
                                                                    results)
         self.sbatch = plan.sbatch_options(options.sbatch)
