@@ -202,18 +202,37 @@ def _reason(stderr: bytes) -> str:
 def save(client: docker.DockerClient, path: Path, classes: list[str], key: str,
          profile: str) -> SaveResult:
     """Write the images of these classes (built first when missing) to `path`."""
-    docker_cli, zstd = _tool("docker", "docker.io"), _tool("zstd", "zstd")
+    _tool("docker", "docker.io")
+    _tool("zstd", "zstd")
     part = path.with_name(path.name + ".part")
+    try:  # before any build: a file that cannot be written is said at once
+        part.open("wb").close()
+    except OSError as err:
+        raise AitestbedError(f"cannot write {path}: {err.strerror}") from None
+    try:
+        tags = image_set(client, classes)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return save_tags(client, path, tags, {"key": key, "profile": profile,
+                                          "classes": sorted(classes),
+                                          "prefix": images.prefix()})
+
+
+def save_tags(client: docker.DockerClient, path: Path, tags: list[str],
+              meta: dict) -> SaveResult:
+    """`docker save` of these tags, compressed, behind our manifest (with `meta` in it)."""
+    docker_cli, zstd = _tool("docker", "docker.io"), _tool("zstd", "zstd")
+    ids = {tag: client.images.get(tag).id for tag in tags}
+    part = path.with_name(path.name + ".part")
+    started = time.monotonic()
     try:
         out = part.open("wb")
     except OSError as err:
         raise AitestbedError(f"cannot write {path}: {err.strerror}") from None
     try:
         with out:
-            tags = image_set(client, classes)
-            ids = {tag: client.images.get(tag).id for tag in tags}
             out.write(b"\0" * HEADER_SIZE)
-            started = time.monotonic()
             images.say(f"saving {len(tags)} images to {path} "
                        f"(docker save | zstd -{ZSTD_LEVEL} --long)")
             raw = Meter("docker save")
@@ -232,10 +251,12 @@ def save(client: docker.DockerClient, path: Path, classes: list[str], key: str,
                     digest.update(chunk)
                     out.write(chunk)
                     size += len(chunk)
-            except OSError as err:
+            except BaseException as err:
                 saver.kill()
                 packer.kill()
-                raise AitestbedError(f"cannot write {path}: {err.strerror}") from None
+                if isinstance(err, OSError):
+                    raise AitestbedError(f"cannot write {path}: {err.strerror}") from None
+                raise
             finally:
                 pump.join()
                 saver.wait()
@@ -247,8 +268,7 @@ def save(client: docker.DockerClient, path: Path, classes: list[str], key: str,
             raw.done(f" -> {size / 1e6:.0f} MB compressed")
             out.seek(0)
             out.write(encode_header({
-                "format": FORMAT, "key": key, "profile": profile, "classes": sorted(classes),
-                "prefix": images.prefix(), "tags": ids, "uncompressed": raw.count,
+                **meta, "format": FORMAT, "tags": ids, "uncompressed": raw.count,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "payload": {"compression": "zstd", "size": size, "sha256": digest.hexdigest()}}))
             out.flush()
@@ -259,6 +279,18 @@ def save(client: docker.DockerClient, path: Path, classes: list[str], key: str,
         raise
     return SaveResult(path, list(ids), HEADER_SIZE + size, raw.count,
                       time.monotonic() - started)
+
+
+def missing(client: docker.DockerClient, classes: list[str]) -> list[str]:
+    """What `up` would build now for these classes (nothing after a load or a pull)."""
+    base = images.base_image()
+    if _image_id(client, base) is None:
+        return [base]
+    node_os = images.node_os_tag(client, base)
+    if _image_id(client, node_os) is None:
+        return [node_os]
+    wanted = [images.class_tag(client, node_os, c) for c in sorted(classes)]
+    return [tag for tag in wanted if _image_id(client, tag) is None]
 
 
 def _image_id(client: docker.DockerClient, tag: str) -> str | None:
@@ -310,9 +342,15 @@ def load(client: docker.DockerClient, path: Path, key: str | None = None) -> Loa
             pump = threading.Thread(target=_pump, args=(file, unpacker.stdin, meter, failed),
                                     daemon=True)
             pump.start()
-            out, err = loader.communicate()
-            pump.join()
-            unpacker.wait()
+            try:
+                out, err = loader.communicate()
+            except BaseException:
+                loader.kill()
+                unpacker.kill()
+                raise
+            finally:
+                pump.join()
+                unpacker.wait()
         if loader.returncode:
             raise AitestbedError(f"docker load failed: {_reason(err)}")
         if unpacker.returncode:
