@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
@@ -60,15 +60,19 @@ class _Layers:
                   f" in {now - self.started:.0f} s", file=sys.stderr, flush=True)
 
 
-def _stream(registry: str, action: str, name: str, chunks: Iterable[dict], progress: _Layers):
+def _stream(registry: str, action: str, name: str, start: Callable[[], Iterable[dict]],
+            progress: _Layers) -> None:
+    """Run the engine's push or pull; any refusal becomes one AitestbedError."""
     try:
-        for chunk in chunks:
+        for chunk in start():
             if "error" in chunk:
                 raise AitestbedError(_refusal(registry, action, name, chunk["error"]))
             progress(chunk)
     except APIError as err:
         reason = err.explanation or str(err)
         raise AitestbedError(_refusal(registry, action, name, reason)) from None
+    except DockerException as err:
+        raise AitestbedError(_refusal(registry, action, name, str(err))) from None
 
 
 def _refusal(registry: str, action: str, name: str, reason: str) -> str:
@@ -90,7 +94,7 @@ def push(client: docker.DockerClient, registry: str, local: str) -> str:
     client.images.get(local).tag(repository, tag)
     try:
         _stream(registry, "push", remote,
-                client.api.push(repository, tag, stream=True, decode=True),
+                lambda: client.api.push(repository, tag, stream=True, decode=True),
                 _Layers("pushing", remote))
     finally:
         client.images.remove(remote, noprune=True)
@@ -104,14 +108,12 @@ def pull_as(client: docker.DockerClient, registry: str, local: str) -> bool:
     repository, tag = remote.rsplit(":", 1)
     try:
         _stream(registry, "pull", remote,
-                client.api.pull(repository, tag, stream=True, decode=True),
+                lambda: client.api.pull(repository, tag, stream=True, decode=True),
                 _Layers("pulling", remote))
     except AitestbedError as err:
         if any(m in str(err) for m in _MISSING):
             return False
         raise
-    except DockerException as err:
-        raise AitestbedError(_refusal(registry, "pull", remote, str(err))) from None
     try:
         image = client.images.get(remote)
     except ImageNotFound:
