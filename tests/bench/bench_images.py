@@ -45,6 +45,7 @@ class ColdEngine:
 
     def __enter__(self) -> docker.DockerClient:
         tag = self.root.name
+        self.root.mkdir(parents=True)
         self.process = subprocess.Popen(
             ["dockerd", "--data-root", str(self.root / "data"), "--exec-root",
              str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"),
