@@ -54,9 +54,9 @@ class ColdEngine:
              "--containerd-plugins-namespace", f"{tag}-plugins",
              "--insecure-registry", "127.0.0.1/8"],
             stdout=subprocess.DEVNULL, stderr=open(self.root / "dockerd.log", "wb"))
-        client = docker.DockerClient(base_url=self.socket, timeout=600)
         for _ in range(120):
             try:
+                client = docker.DockerClient(base_url=self.socket, timeout=600)
                 client.ping()
                 return client
             except Exception:  # noqa: BLE001 - not up yet
@@ -83,6 +83,7 @@ def main() -> None:
         figures["images, uncompressed (GB)"] = f"{saved.uncompressed / 1e9:.2f}"
         figures["cache file (GB)"] = f"{saved.size / 1e9:.2f}   (target <= 1.2)"
         figures["save (s)"] = f"{saved.seconds:.0f}"
+        print(*(f"  {k}: {v}" for k, v in figures.items()), sep="\n", flush=True)
 
         with ColdEngine(work / "cold-load") as cold:
             started = time.monotonic()
