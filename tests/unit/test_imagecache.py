@@ -181,8 +181,8 @@ def test_remote_names_keep_name_and_tag():
 @pytest.fixture(scope="module")
 def engine():
     docker = pytest.importorskip("docker")
-    if not shutil.which("zstd") or not shutil.which("docker"):
-        pytest.skip("zstd or the docker CLI is missing")
+    if not shutil.which("zstd"):
+        pytest.skip("zstd is missing")
     try:
         client = docker.from_env(timeout=60)
         client.ping()

@@ -4,7 +4,8 @@ machine (a CI runner) starts a cluster without building an image.
   key    a hash of every input of the images, from the checkout alone (no Docker), for
          a CI cache step to key on
   file   HEADER + PAYLOAD. HEADER: HEADER_SIZE bytes, the magic line then our manifest
-         as JSON, padded with NULs. PAYLOAD: `docker save` of the base, the OS layer and
+         as JSON, padded with NULs. PAYLOAD: the engine's save (`docker save`, through
+         the client's own connection, as load is) of the base, the OS layer and
          every class image (one tar: shared layers once, tags kept), compressed by zstd.
          The manifest holds the format version, the tags with their image IDs and the
          payload's size and sha256: a damaged or foreign file is refused before anything
@@ -24,11 +25,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 import docker
+import requests
 from docker.errors import APIError, ImageNotFound
 
 from aitestbed.host import images, registry
@@ -177,21 +180,35 @@ def _tool(name: str, package: str) -> str:
     return found
 
 
-def _pump(source: BinaryIO, sink: BinaryIO, meter: Meter | None, failed: list) -> None:
-    """Copy source to sink (then close sink), counting; a broken pipe is left to the caller,
-    who sees the other process's exit status."""
+def _chunks(file: BinaryIO) -> Iterator[bytes]:
+    while chunk := file.read(CHUNK):
+        yield chunk
+
+
+def _pump(source: Iterable[bytes], sink: BinaryIO, meter: Meter | None, failed: list) -> None:
+    """Copy source's chunks to sink (then close sink), counting. An error is kept in
+    `failed` for the caller, who also sees how the other end ended."""
     try:
-        while chunk := source.read(CHUNK):
+        for chunk in source:
             sink.write(chunk)
             if meter:
                 meter.update(len(chunk))
-    except (BrokenPipeError, OSError) as err:
+    except Exception as err:  # noqa: BLE001 - reported by the caller
         failed.append(err)
     finally:
         try:
             sink.close()
         except OSError:
             pass
+
+
+def _engine_save(client: docker.DockerClient, tags: list[str]):
+    """The engine's `docker save` of several images in one tar (GET /images/get?names=...,
+    which docker-py has no public call for), through the client's own connection."""
+    response = client.api._get(client.api._url("/images/get"), params={"names": tags},
+                               stream=True)
+    client.api._raise_for_status(response)
+    return response
 
 
 def _reason(stderr: bytes) -> str:
@@ -202,7 +219,6 @@ def _reason(stderr: bytes) -> str:
 def save(client: docker.DockerClient, path: Path, classes: list[str], key: str,
          profile: str) -> SaveResult:
     """Write the images of these classes (built first when missing) to `path`."""
-    _tool("docker", "docker.io")
     _tool("zstd", "zstd")
     part = path.with_name(path.name + ".part")
     try:  # before any build: a file that cannot be written is said at once
@@ -222,7 +238,7 @@ def save(client: docker.DockerClient, path: Path, classes: list[str], key: str,
 def save_tags(client: docker.DockerClient, path: Path, tags: list[str],
               meta: dict) -> SaveResult:
     """`docker save` of these tags, compressed, behind our manifest (with `meta` in it)."""
-    docker_cli, zstd = _tool("docker", "docker.io"), _tool("zstd", "zstd")
+    zstd = _tool("zstd", "zstd")
     ids = {tag: client.images.get(tag).id for tag in tags}
     part = path.with_name(path.name + ".part")
     started = time.monotonic()
@@ -236,14 +252,16 @@ def save_tags(client: docker.DockerClient, path: Path, tags: list[str],
             images.say(f"saving {len(tags)} images to {path} "
                        f"(docker save | zstd -{ZSTD_LEVEL} --long)")
             raw = Meter("docker save")
-            saver = subprocess.Popen([docker_cli, "save", *tags], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+            try:
+                response = _engine_save(client, tags)
+            except APIError as err:
+                raise AitestbedError(f"docker save failed: {err.explanation or err}") from None
             packer = subprocess.Popen([zstd, "-q", f"-{ZSTD_LEVEL}", "--long=27", "-T0", "-c"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE)
             failed: list = []
-            pump = threading.Thread(target=_pump, args=(saver.stdout, packer.stdin, raw, failed),
-                                    daemon=True)
+            pump = threading.Thread(target=_pump, daemon=True, args=(
+                response.iter_content(CHUNK), packer.stdin, raw, failed))
             pump.start()
             digest, size = hashlib.sha256(), 0
             try:
@@ -252,17 +270,16 @@ def save_tags(client: docker.DockerClient, path: Path, tags: list[str],
                     out.write(chunk)
                     size += len(chunk)
             except BaseException as err:
-                saver.kill()
+                response.close()
                 packer.kill()
                 if isinstance(err, OSError):
                     raise AitestbedError(f"cannot write {path}: {err.strerror}") from None
                 raise
             finally:
                 pump.join()
-                saver.wait()
                 packer.wait()
-            if saver.returncode:
-                raise AitestbedError(f"docker save failed: {_reason(saver.stderr.read())}")
+            if failed and not isinstance(failed[0], OSError):
+                raise AitestbedError(f"docker save failed: {failed[0]}")
             if packer.returncode or failed:
                 raise AitestbedError(f"zstd failed: {_reason(packer.stderr.read())}")
             raw.done(f" -> {size / 1e6:.0f} MB compressed")
@@ -319,7 +336,7 @@ def _restore(client: docker.DockerClient, before: dict[str, str | None]) -> None
 def load(client: docker.DockerClient, path: Path, key: str | None = None) -> LoadResult:
     """Verify the file, then load it: afterwards its tags name the images it was saved with.
     Nothing is loaded from a damaged or foreign file; a failed load leaves the tags as they were."""
-    docker_cli, zstd = _tool("docker", "docker.io"), _tool("zstd", "zstd")
+    zstd = _tool("zstd", "zstd")
     manifest = read_manifest(path)
     tags: dict[str, str] = manifest["tags"]
     checking = Meter(f"verifying {path.name}", manifest["payload"]["size"])
@@ -335,24 +352,26 @@ def load(client: docker.DockerClient, path: Path, key: str | None = None) -> Loa
             unpacker = subprocess.Popen([zstd, "-q", "-d", "--long=27", "-c"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE)
-            loader = subprocess.Popen([docker_cli, "load", "-q"], stdin=unpacker.stdout,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            unpacker.stdout.close()
             failed: list = []
-            pump = threading.Thread(target=_pump, args=(file, unpacker.stdin, meter, failed),
-                                    daemon=True)
+            pump = threading.Thread(target=_pump, daemon=True,
+                                    args=(_chunks(file), unpacker.stdin, meter, failed))
             pump.start()
             try:
-                out, err = loader.communicate()
+                # Streamed to the engine of `client` (chunked upload): no temporary tar.
+                for message in client.api.load_image(_chunks(unpacker.stdout)):
+                    if "error" in message:
+                        raise AitestbedError(f"docker load failed: {message['error']}")
+            except APIError as err:
+                raise AitestbedError(f"docker load failed: {err.explanation or err}") from None
+            except requests.RequestException as err:  # the engine hung up mid-upload
+                raise AitestbedError(f"docker load failed: {err}") from None
             except BaseException:
-                loader.kill()
                 unpacker.kill()
                 raise
             finally:
+                unpacker.stdout.close()
                 pump.join()
                 unpacker.wait()
-        if loader.returncode:
-            raise AitestbedError(f"docker load failed: {_reason(err)}")
         if unpacker.returncode:
             raise AitestbedError(f"zstd failed: {_reason(unpacker.stderr.read())}")
         wrong = [t for t, image_id in tags.items() if _image_id(client, t) != image_id]
