@@ -68,6 +68,9 @@ class ColdEngine:
     def __exit__(self, *exc) -> None:
         self.process.terminate()
         self.process.wait(timeout=60)
+        # dockerd bind-mounts its data root on itself; a daemon that died leaves it.
+        subprocess.run(["umount", str(self.root / "data")], stderr=subprocess.DEVNULL,
+                       check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
