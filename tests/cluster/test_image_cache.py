@@ -3,7 +3,7 @@ class through a cache file, and the image chain through a real registry on 127.0
 
 Everything runs under scratch image names (the session cluster's images are tagged again
 under a scratch prefix; only those scratch tags are removed), so the cluster's own tags
-are never touched. Expected cost on CI (2 cores): the save/load round trip ~75 s (base +
+are never touched. Expected cost on CI (2 cores): the save/load round trip ~60 s (base +
 OS layer + slurmctld, ~2.7 GB through docker save | zstd and back), the registry tests
 ~10 s (tiny images: the chain base -> OS layer -> class is what they prove; pushing the
 real 2.5 GB OS layer would take minutes).
