@@ -21,6 +21,10 @@ command -v lua5.3 >/dev/null 2>&1 || missing+=(lua5.3)
 # Optional: only root mounts them, and without them `up` keeps Docker volumes (it says so).
 optional=()
 command -v mkfs.btrfs >/dev/null 2>&1 || optional+=(btrfs-progs)
+# The image cache (`aitestbed images`): zstd packs the cache file; the registry tests run
+# Debian's registry themselves on 127.0.0.1 (its packaged service stays off, see below).
+command -v zstd >/dev/null 2>&1 || optional+=(zstd)
+command -v docker-registry >/dev/null 2>&1 || optional+=(docker-registry)
 if [ ! -r /etc/debian_version ] || [ "$(id -u)" -ne 0 ]; then
   [ ${#missing[@]} -eq 0 ] && exit 0
   echo "aitestbed: missing host packages: ${missing[*]}: install them and run this again" >&2
@@ -30,5 +34,23 @@ missing+=("${optional[@]}")
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "aitestbed: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+registry=
+[[ " ${missing[*]} " == *" docker-registry "* ]] && registry=1
+# docker-registry's package would start a registry on :5000, every address: forbid starts
+# while it installs (policy-rc.d, honoured by invoke-rc.d and deb-systemd-invoke), then
+# disable its service. A policy-rc.d already there (as in containers) is left alone.
+if [ -n "$registry" ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod +x /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ -n "$registry" ]; then
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+  else
+    update-rc.d docker-registry disable >/dev/null 2>&1 || true
+    invoke-rc.d docker-registry stop >/dev/null 2>&1 || true
+  fi
+fi

@@ -380,6 +380,101 @@ def build(profile: str, no_cache: bool) -> None:
         click.echo(f"{node_class}\t{tag}")
 
 
+@click.group("images")
+def images_cmd() -> None:
+    """The node images in one file or a registry: a fresh machine (a CI runner) loads or
+    pulls them and `up` builds nothing."""
+
+
+_profile_option = click.option("--profile", "-p", envvar="AITESTBED_PROFILE", default="alcf",
+                               show_default=True, help="Inventory profile: its node classes.")
+_systems_option = click.option("--systems", "-s", envvar="AITESTBED_SYSTEMS", default=None,
+                               help="Only these systems' node classes (comma-separated).")
+_registry_option = click.option("--registry", "-r", envvar="AITESTBED_REGISTRY", required=True,
+                                help="HOST:PORT/PREFIX, e.g. 127.0.0.1:5000/aitestbed.")
+
+
+def _classes(profile: str, systems: str | None) -> list[str]:
+    return load_inventory(profile, parse_systems(systems)).node_classes
+
+
+@images_cmd.command("key")
+@_profile_option
+@_systems_option
+def images_key(profile: str, systems: str | None) -> None:
+    """Print a hash of every input of the images (no Docker needed): a CI cache key."""
+    from aitestbed.host import imagecache
+
+    click.echo(imagecache.cache_key(_classes(profile, systems)))
+
+
+@images_cmd.command("save")
+@click.argument("file", type=click.Path(dir_okay=False))
+@_profile_option
+@_systems_option
+def images_save(file: str, profile: str, systems: str | None) -> None:
+    """Save base, OS layer and class images to FILE (zstd); builds what is missing first."""
+    from pathlib import Path
+
+    from aitestbed.host import imagecache
+
+    classes = _classes(profile, systems)
+    result = imagecache.save(connect(), Path(file), classes, imagecache.cache_key(classes),
+                             profile)
+    click.echo(f"{result.path}\t{result.size / 1e6:.0f} MB ({result.uncompressed / 1e6:.0f} MB "
+               f"of images) in {result.seconds:.0f} s")
+    for tag in result.tags:
+        click.echo(tag)
+
+
+@images_cmd.command("load")
+@click.argument("file", type=click.Path(dir_okay=False))
+def images_load(file: str) -> None:
+    """Verify FILE (made by `images save`), then load its images with their tags."""
+    from pathlib import Path
+
+    from aitestbed.host import imagecache
+
+    path = Path(file)
+    manifest = imagecache.read_manifest(path)
+    try:
+        key = imagecache.cache_key(manifest.get("classes", []))
+    except (AitestbedError, OSError):
+        key = None
+    result = imagecache.load(connect(), path, key)
+    for note in result.notes:
+        click.echo(f"aitestbed: note: {note}", err=True)
+    click.echo(f"{result.path}\tloaded in {result.seconds:.0f} s "
+               f"(verified in {result.verify_seconds:.0f} s)")
+    for tag in result.tags:
+        click.echo(tag)
+
+
+@images_cmd.command("push")
+@_registry_option
+@_profile_option
+@_systems_option
+def images_push(registry: str, profile: str, systems: str | None) -> None:
+    """Push base, OS layer and class images to REGISTRY; builds what is missing first."""
+    from aitestbed.host import imagecache
+
+    for name in imagecache.push(connect(), registry, _classes(profile, systems)):
+        click.echo(name)
+
+
+@images_cmd.command("pull")
+@_registry_option
+@_profile_option
+@_systems_option
+def images_pull(registry: str, profile: str, systems: str | None) -> None:
+    """Pull the images this checkout needs from REGISTRY and tag them with the local names."""
+    from aitestbed.host import imagecache
+
+    for tag in imagecache.pull(connect(), registry, _classes(profile, systems)):
+        click.echo(tag)
+
+
+cli.add_command(images_cmd)
 cli.add_command(exercise)
 
 

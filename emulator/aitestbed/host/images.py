@@ -29,6 +29,7 @@ from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
 from aitestbed.host.naming import LABEL_BUILD, LABEL_CLASS
 from aitestbed.host.playbook import run_playbook
+from aitestbed.host.registry import check_registry, pull_as
 from aitestbed.host.sdk_artifacts import (
     build_cerebras,
     build_graphcore,
@@ -74,9 +75,25 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
     return True
 
 
+def _from_registry(client: docker.DockerClient, tag: str) -> bool:
+    """With AITESTBED_REGISTRY set, a missing image is pulled from there before it is built."""
+    registry = os.environ.get("AITESTBED_REGISTRY")
+    if not registry:
+        return False
+    registry = check_registry(registry)
+    say(f"pulling {tag} from {registry}")
+    try:
+        if pull_as(client, registry, tag):
+            return True
+        say(f"{registry} has no {tag}: building it")
+    except AitestbedError as err:
+        say(f"{err}: building {tag}")
+    return False
+
+
 def ensure_base(client: docker.DockerClient) -> str:
     tag = base_image()
-    if not _exists(client, tag):
+    if not _exists(client, tag) and not _from_registry(client, tag):
         script = project_root() / "scripts" / "ensure-base-image.sh"
         env = {**os.environ, "AITESTBED_BASE_IMAGE": tag}
         if subprocess.run(["bash", str(script)], env=env, check=False).returncode:
@@ -88,9 +105,9 @@ def ensure_node_os(client: docker.DockerClient, nocache: bool = False) -> str:
     """The OS layer; AITESTBED_NO_CACHE=1 builds it without Docker's layer cache."""
     nocache = nocache or os.environ.get("AITESTBED_NO_CACHE") == "1"
     base = ensure_base(client)
+    tag = node_os_tag(client, base)
     context = project_root() / "images" / "node-os"
-    tag = f"{prefix()}/node-os:" + _tree_digest([context], [client.images.get(base).id])
-    if _exists(client, tag) and not nocache:
+    if not nocache and (_exists(client, tag) or _from_registry(client, tag)):
         return tag
     say(f"building the OS layer {tag} (all Debian packages of the cluster; a few minutes once)")
     started = time.monotonic()
@@ -106,6 +123,11 @@ def ensure_node_os(client: docker.DockerClient, nocache: bool = False) -> str:
         raise AitestbedError(f"building {tag} failed: {str(err).strip()}") from None
     say(f"built {tag} in {time.monotonic() - started:.0f} s")
     return tag
+
+
+def node_os_tag(client: docker.DockerClient, base: str) -> str:
+    context = project_root() / "images" / "node-os"
+    return f"{prefix()}/node-os:" + _tree_digest([context], [client.images.get(base).id])
 
 
 def class_tag(client: docker.DockerClient, node_os: str, node_class: str) -> str:
@@ -156,7 +178,8 @@ def build_host_artifacts() -> None:
 def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict[str, str]:
     node_os = ensure_node_os(client)
     tags = {c: class_tag(client, node_os, c) for c in classes}
-    missing = [c for c in classes if not _exists(client, tags[c])]
+    missing = [c for c in classes
+               if not _exists(client, tags[c]) and not _from_registry(client, tags[c])]
     if not missing:
         return tags
     say(f"building node class images: {', '.join(missing)} (Ansible, playbooks/image.yml)")
