@@ -37,7 +37,13 @@ def free_port() -> int:
 
 
 class ColdEngine:
-    """A dockerd with an empty data root, on its own socket, for as long as `with` lasts."""
+    """A dockerd with an empty data root, on its own socket, for as long as `with` lasts.
+
+    Its default bridge is one of its own, with no container on it: `--bridge none` would
+    make dockerd delete the host's docker0 at start (daemon_unix.go,
+    removeDefaultBridgeInterface), cutting the machine's main engine off its network."""
+
+    BRIDGE = "aitbcold0"
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -46,10 +52,14 @@ class ColdEngine:
     def __enter__(self) -> docker.DockerClient:
         tag = self.root.name
         self.root.mkdir(parents=True)
+        subprocess.run(["ip", "link", "del", self.BRIDGE], stderr=subprocess.DEVNULL,
+                       check=False)
+        subprocess.run(["ip", "link", "add", self.BRIDGE, "type", "bridge"], check=True)
         self.process = subprocess.Popen(
             ["dockerd", "--data-root", str(self.root / "data"), "--exec-root",
              str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"),
-             "--host", self.socket, "--bridge", "none", "--iptables=false",
+             "--host", self.socket, "--bridge", self.BRIDGE, "--iptables=false",
+             "--ip-forward=false",
              "--ip-masq=false", "--containerd-namespace", tag,
              "--containerd-plugins-namespace", f"{tag}-plugins",
              "--insecure-registry", "127.0.0.1/8"],
@@ -72,6 +82,8 @@ class ColdEngine:
         subprocess.run(["umount", str(self.root / "data")], stderr=subprocess.DEVNULL,
                        check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+        subprocess.run(["ip", "link", "del", self.BRIDGE], stderr=subprocess.DEVNULL,
+                       check=False)
 
 
 def main() -> None:
