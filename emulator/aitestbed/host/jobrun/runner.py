@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,8 +32,8 @@ from aitestbed.host.jobrun.plan import JobResult, NodeInfo, PlanError, RunReport
 from aitestbed.host.naming import LABEL_CLASS, container_name
 from aitestbed.host.state import ClusterState
 
-POLL = 0.5  # seconds between two looks at the jobs
-FIRST_POLL = 0.2
+POLL = 0.5  # seconds between two looks at the jobs, once they have run a while
+FIRST_POLL = 0.1  # the first look; each next one waits FIRST_POLL longer, up to POLL
 TAIL_LINES = 40
 RUNS_DIR = "aitestbed-runs"
 CHUNK = 1 << 20  # output bytes read per job per poll
@@ -101,12 +102,14 @@ def cluster_nodes(client: docker.DockerClient, state: ClusterState) -> list[Node
 def check_ready(client: docker.DockerClient, cluster: str, nodes: list[NodeInfo],
                 target: Target) -> None:
     by_name = {n.name: n for n in nodes}
-    for name in filter(None, [target.host, target.controller]):
-        node = by_name[name]
-        if not node.running:
+    names = [n for n in (target.host, target.controller) if n]
+    for name in names:
+        if not by_name[name].running:
             raise AitestbedError(f"cluster {cluster!r} is not running ({name} is stopped): "
                                  f"`aitestbed --name {cluster} up`")
-        health = probe(client, cluster, name)
+    with ThreadPoolExecutor(len(names)) as pool:
+        healths = list(pool.map(lambda n: probe(client, cluster, n), names))
+    for name, health in zip(names, healths, strict=True):
         if not health.ready:
             raise AitestbedError(f"cluster {cluster!r} is not ready ({name}: "
                                  f"{health.summary}): `aitestbed --name {cluster} wait`")
@@ -324,7 +327,7 @@ class SlurmRun:
             interval = FIRST_POLL
             while any(r.state not in plan.SLURM_FINAL for r in by_job.values()):
                 time.sleep(interval)
-                interval = POLL
+                interval = min(POLL, interval + FIRST_POLL)
                 self._poll(by_job)
                 if deadline and time.monotonic() > deadline:
                     self._time_out(by_job)
@@ -378,7 +381,8 @@ class SlurmRun:
             result = by_job[job]
             if path:
                 self.paths[job] = path
-            self._output(job, base64.b64decode(data))
+            chunk = base64.b64decode(data)
+            self._output(job, chunk)
             if result.state in plan.SLURM_FINAL:
                 continue
             view = plan.slurm_view(plan.parse_scontrol(line))
@@ -392,8 +396,8 @@ class SlurmRun:
             result.duration_s = time.monotonic() - self.started[result.script]
             if view.final:
                 result.exit_code = view.exit_code
-                # the rest of the output: it may have more than one chunk left
-                self._drain(job)
+                if len(chunk) == CHUNK:  # more output than one look reads: the rest
+                    self._drain(job)
 
     def _output(self, job: str, data: bytes) -> None:
         if not data:
