@@ -88,3 +88,14 @@ def test_the_ci_script_brings_a_cluster_up_runs_and_tears_it_down(tmp_path):
     left = [c.name for c in docker.from_env().containers.list(all=True)
             if c.name.startswith(name)]
     assert left == []
+
+
+def test_the_examples_pytest_file_runs_through_the_plugin(cluster, tmp_path):
+    """examples/ci/tests/test_jobs.py as a user runs it (`pytest tests/` with
+    AITESTBED_CLUSTER set), here its failing-job test: the plugin's result reads as the
+    example expects (state, exit_code, output_file)."""
+    env = {**os.environ, "AITESTBED_CLUSTER": cluster.name}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "tests/test_jobs.py", "-k", "failing"], cwd=EXAMPLES, env=env,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr

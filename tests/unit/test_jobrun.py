@@ -237,8 +237,12 @@ def test_json_has_ids_states_codes_and_the_run_status():
 
 
 def test_one_scripts_fields_read_through_the_report():
-    single = RunReport("c", "graphcore", "u", [JobResult("a.sh", "graphcore", "COMPLETED", 0)])
+    single = RunReport("c", "graphcore", "u", [JobResult("a.sh", "graphcore", "COMPLETED", 0,
+                                                         output_file="out/a.sh/slurm-1.out")])
     assert single.state == "COMPLETED" and single.exit_code == 0
+    assert single.output_file == "out/a.sh/slurm-1.out" and single.reason == ""
+    with pytest.raises(AttributeError):
+        _ = single.no_such_field
     with pytest.raises(AttributeError, match="several scripts"):
         _ = _report().state
 

@@ -247,23 +247,17 @@ class RunReport:
     def exit_code(self) -> int:
         return run_status([(r.state, r.exit_code) for r in self.results])
 
-    # one script: its result's fields read through (testbed.run("x.sh").state)
+    # one script: its result's fields read through (testbed.run("x.sh").state, .reason,
+    # .output_file, ...); the run's own exit_code stays the run's
     def _only(self) -> JobResult:
         if len(self.results) != 1:
             raise AttributeError("this run has several scripts: read .results")
         return self.results[0]
 
-    @property
-    def state(self) -> str:
-        return self._only().state
-
-    @property
-    def job_id(self) -> str:
-        return self._only().job_id
-
-    @property
-    def figures(self) -> dict[str, float]:
-        return self._only().figures
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name not in JobResult.__dataclass_fields__:
+            raise AttributeError(name)
+        return getattr(self._only(), name)
 
     def to_json(self) -> dict:
         return {"cluster": self.cluster, "system": self.system, "user": self.user,
