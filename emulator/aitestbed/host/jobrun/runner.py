@@ -150,18 +150,21 @@ class Remote:
         rc, out, err = self.exec(["runuser", "-l", self.user, "-c", command], as_user=False)
         return rc, out.decode(errors="replace"), err.decode(errors="replace")
 
-    def stdin(self, argv: list[str], data: bytes, timeout: float = 600) -> tuple[int, str]:
+    @staticmethod
+    def _docker_cli() -> str:
         docker_cli = shutil.which("docker")
         if docker_cli is None:
             raise AitestbedError("the docker command is missing: run `make engine`")
-        result = subprocess.run([docker_cli, "exec", "-i", "-u", self.user, self.container,
+        return docker_cli
+
+    def stdin(self, argv: list[str], data: bytes, timeout: float = 600) -> tuple[int, str]:
+        result = subprocess.run([self._docker_cli(), "exec", "-i", "-u", self.user, self.container,
                                  *argv], input=data, capture_output=True, timeout=timeout,
                                 check=False)
         return result.returncode, (result.stdout + result.stderr).decode(errors="replace")
 
     def popen(self, command: str) -> subprocess.Popen:
-        docker_cli = shutil.which("docker") or "docker"
-        return subprocess.Popen([docker_cli, "exec", "-i", self.container, "runuser", "-l",
+        return subprocess.Popen([self._docker_cli(), "exec", "-i", self.container, "runuser", "-l",
                                  self.user, "-c", command], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
@@ -344,10 +347,11 @@ class SlurmRun:
             if path.startswith(workdir):
                 result.output_file = path[len(workdir):]
             elif path:  # --output elsewhere: what was streamed is its copy
+                name = transfer.safe_name(Path(path).name) or "output.log"
                 destination = output_dir_of(self.options, result.script)
                 destination.mkdir(parents=True, exist_ok=True)
-                (destination / Path(path).name).write_text(text)
-                result.output_file = Path(path).name
+                (destination / name).write_text(text)
+                result.output_file = name
 
     def _submit(self, index: int, result: JobResult) -> bool:
         argv = plan.sbatch_argv(result.script, self.sbatch)
@@ -371,27 +375,34 @@ class SlurmRun:
         self.options.on_progress(f"{result.script}: submitted batch job {result.job_id}")
         return True
 
-    def _poll(self, by_job: dict[str, JobResult]) -> None:
-        wanted = {job: [self.paths.get(job, ""), self.offsets[job]] for job in by_job}
+    def _look(self, jobs: list[str]) -> dict[str, tuple[str, bytes]]:
+        """One exec on the submit host: each job's scontrol line and its new output bytes
+        (read on from the last offset, as the user; the output path is remembered)."""
+        wanted = {job: [self.paths.get(job, ""), self.offsets[job]] for job in jobs}
         rc, out, err = self.remote.exec(["python3", "-c", POLL_SCRIPT, json.dumps(wanted)])
         if rc:
             raise AitestbedError(f"following the jobs failed: "
                                  f"{err.decode(errors='replace').strip()[-300:]}")
+        seen = {}
         for job, (line, path, data) in json.loads(out).items():
-            result = by_job[job]
             if path:
                 self.paths[job] = path
             chunk = base64.b64decode(data)
             self._output(job, chunk)
+            seen[job] = (line, chunk)
+        return seen
+
+    def _poll(self, by_job: dict[str, JobResult]) -> None:
+        for job, (line, chunk) in self._look(list(by_job)).items():
+            result = by_job[job]
             if result.state in plan.SLURM_FINAL:
                 continue
             view = plan.slurm_view(plan.parse_scontrol(line))
             if not view.state:
                 continue
-            if view.state != result.state:
-                if view.state == "RUNNING":
-                    self.options.on_progress(f"{result.script}: job {job} RUNNING on "
-                                             f"{view.node_list}")
+            if view.state == "RUNNING" != result.state:
+                self.options.on_progress(f"{result.script}: job {job} RUNNING on "
+                                         f"{view.node_list}")
             result.state, result.reason = view.state, view.reason
             result.duration_s = time.monotonic() - self.started[result.script]
             if view.final:
@@ -421,16 +432,13 @@ class SlurmRun:
                                    text)
 
     def _drain(self, job: str) -> None:
+        """The rest of a finished job's output, a chunk per look."""
         for _ in range(64):
             before = self.offsets[job]
-            wanted = {job: [self.paths.get(job, ""), self.offsets[job]]}
-            rc, out, _ = self.remote.exec(["python3", "-c", POLL_SCRIPT, json.dumps(wanted)])
-            if rc:
+            try:
+                self._look([job])
+            except AitestbedError:
                 return
-            _, path, data = json.loads(out)[job]
-            if path:
-                self.paths[job] = path
-            self._output(job, base64.b64decode(data))
             if self.offsets[job] == before:
                 return
 
