@@ -16,7 +16,8 @@ EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
 ROOMS = {"graphcore", "sambanova", "cerebras"}
 KERNEL = {"devices", "node", "datasets"}
 HOST = {"host", "exercises"}
-FACADES = {"poptorch", "popdist", "sambaflow", "cerebras_pytorch", "cerebras_appliance", "pyslurm"}
+FACADES = {"poptorch", "popdist", "sambaflow", "cerebras_pytorch", "cerebras_appliance", "pyslurm",
+           "tensorflow_ipu"}  # tensorflow_ipu: installed as tensorflow.python.ipu
 
 
 def module_name(path: Path) -> str:
@@ -90,7 +91,7 @@ def test_the_walk_sees_the_package():
     seen = {source for source, _ in edges()}
     assert {"aitestbed.cli", "aitestbed.host.state", "aitestbed.graphcore.ipu",
             "aitestbed.sambanova.snd.server", "aitestbed.cerebras.agent",
-            "aitestbed.node.init", "poptorch._runtime"} <= seen
+            "aitestbed.node.init", "poptorch._runtime", "tensorflow_ipu._keras"} <= seen
 
 
 def test_no_import_runs_upward_or_across_rooms():
