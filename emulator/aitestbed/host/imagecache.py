@@ -46,9 +46,7 @@ ZSTD_LEVEL = int(os.environ.get("AITESTBED_CACHE_ZSTD_LEVEL", "3"))
 # Level 3 with a 128 MiB window: measured on a 1.5 GB sample of the OS layer, 28 % of the
 # size in 8 s on 2 cores (level 6: 27 % in 18 s, level 9: 26 % in 30 s).
 # Every input of the images (images.py hashes these into the tags, with image IDs).
-KEY_INPUTS = ("images", "roles", "playbooks", "deploy", "emulator", "pyproject.toml",
-              "images/cluster-requirements.txt", "inventory/group_vars/all.yml",
-              "scripts/ensure-base-image.sh")
+KEY_INPUTS = ("images", *images.CLASS_INPUTS, "scripts/ensure-base-image.sh")
 
 
 def cache_key(classes: list[str]) -> str:

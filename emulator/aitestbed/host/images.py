@@ -130,11 +130,15 @@ def node_os_tag(client: docker.DockerClient, base: str) -> str:
     return f"{prefix()}/node-os:" + _tree_digest([context], [client.images.get(base).id])
 
 
+# What a class image is made from (beside the OS layer): its tag is a hash of these.
+CLASS_INPUTS = ("roles", "playbooks", "deploy", "emulator", "pyproject.toml",
+                "images/cluster-requirements.txt", "images/graphcore-tensorflow-requirements.txt",
+                "inventory/group_vars/all.yml")
+
+
 def class_tag(client: docker.DockerClient, node_os: str, node_class: str) -> str:
     root = project_root()
-    inputs = [root / "roles", root / "playbooks", root / "deploy", root / "emulator",
-              root / "pyproject.toml", root / "images" / "cluster-requirements.txt",
-              root / "inventory" / "group_vars" / "all.yml"]
+    inputs = [root / path for path in CLASS_INPUTS]
     digest = _tree_digest(inputs, [client.images.get(node_os).id, node_class])
     return f"{prefix()}/{node_class}:{digest}"
 

@@ -6,8 +6,10 @@ build/<vendor>/ and the roles copy them. Downloads are cached in build/downloads
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -16,6 +18,10 @@ from aitestbed.datasets import fashion_mnist, mnist
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
 from aitestbed.host.wheels import build_wheel
+
+
+def say(message: str) -> None:
+    print(f"aitestbed: {message}", file=sys.stderr, flush=True)
 
 
 def _fresh_output(root: Path, vendor: str) -> Path:
@@ -49,8 +55,9 @@ def _copy_fashion_mnist_source(root: Path, out: Path) -> None:
 
 
 def build_graphcore(root: Path | None = None) -> Path:
-    """build/graphcore: each Poplar SDK release's poptorch wheel, the MNIST and
-    Fashion-MNIST sources."""
+    """build/graphcore: each Poplar SDK release's poptorch, tensorflow and keras wheels,
+    TensorFlow's own wheels and our tensorflow.python.ipu, the MNIST and Fashion-MNIST
+    sources."""
     root = root or project_root()
     out = _fresh_output(root, "graphcore")
     defaults = _role_defaults(root, "graphcore_sdk")
@@ -63,10 +70,56 @@ def build_graphcore(root: Path | None = None) -> Path:
                     requires=["tqdm"],
                     overrides={"poptorch/_version.py":
                                f'"""Poplar SDK release."""\n\n__version__ = "{version}"\n'})
+        for kind, directory in (("tensorflow", defaults["graphcore_sdk_tensorflow_dir"]),
+                                ("keras", defaults["graphcore_sdk_keras_dir"])):
+            build_wheel(out, release[f"{kind}_wheel"], {},
+                        summary=f"{kind} for the IPU, Poplar SDK {version} (aitestbed: puts "
+                                f"{directory} on the path)",
+                        overrides={f"aitestbed-graphcore-{kind}.pth": f"{directory}\n"})
     _copy_mnist_source(root, out)
     # The PyTorch tutorials' dataset (basics, custom_op, popvision): real, from npm.
     _copy_fashion_mnist_source(root, out)
+    tensorflow_wheels(root, out / "tensorflow")
+    # tensorflow.python.ipu, which the role copies into the installed TensorFlow.
+    (out / "tensorflow-ipu").mkdir()
+    for source in sorted((emulator / "tensorflow_ipu").glob("*.py")):
+        shutil.copy2(source, out / "tensorflow-ipu" / source.name)
     return out
+
+
+TENSORFLOW_REQUIREMENTS = Path("images") / "graphcore-tensorflow-requirements.txt"
+
+
+def tensorflow_wheels(root: Path, dest: Path) -> Path:
+    """TensorFlow's pinned wheels (hash-checked), downloaded once into build/downloads and
+    linked into dest."""
+    cache = root / "build" / "downloads" / "graphcore-tensorflow"
+    requirements = root / TENSORFLOW_REQUIREMENTS
+    cache.mkdir(parents=True, exist_ok=True)
+    say("downloading TensorFlow 2.13.1 and its dependencies for the Graphcore hosts "
+        "(about 220 MB, once)")
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q",
+                        "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
+                        "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
+                        "--platform", "manylinux_2_17_x86_64", "--platform", "any",
+                        "--require-hashes", "-d", str(cache), "-r", str(requirements)],
+                       check=True)
+    except subprocess.CalledProcessError:
+        raise AitestbedError(f"could not download the wheels {requirements} names "
+                             "(PyPI must be reachable from this machine; see above)") from None
+    wanted = {line.split("==")[0].lower().replace("-", "_")
+              for line in requirements.read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    dest.mkdir(parents=True, exist_ok=True)
+    for wheel in sorted(cache.glob("*.whl")):
+        if wheel.name.split("-")[0].lower() not in wanted:
+            continue
+        try:
+            os.link(wheel, dest / wheel.name)
+        except OSError:
+            shutil.copy2(wheel, dest / wheel.name)
+    return dest
 
 
 def build_sambanova(root: Path | None = None) -> Path:
