@@ -115,3 +115,23 @@ def test_install_file_from_many_nodes_at_once_on_a_shared_directory(tmp_path):
                       range(64)))
     assert dest.read_text() in ("key 0\n", "key 1\n")
     assert [p.name for p in tmp_path.iterdir()] == ["authorized_keys"]
+
+
+def test_runtime_dirs_are_tmpfiles_d_directories_under_run():
+    lines = [
+        "# screen's own line (Debian)",
+        "d /run/screen 0777 root utmp",
+        "d /run/sshd 0755 - -",
+        "D /run/mysqld 0755 mysql mysql -",
+        "d /var/lib/something 0700 root root",  # not under /run: left to the image
+        "f /run/some.pid 0644 root root",  # files are not made
+        "d /run/user/%i 0700 %u %g",  # specifiers: not ours to expand
+        "d /run/../etc 0755 root root",
+        "d /run/bad zzz root root",
+        "d /run/screen 1777 root utmp",  # a later line wins (/etc over /usr/lib)
+    ]
+    assert init.runtime_dirs(lines) == {
+        "/run/screen": (0o1777, "root", "utmp"),
+        "/run/sshd": (0o755, "root", "root"),
+        "/run/mysqld": (0o755, "mysql", "mysql"),
+    }

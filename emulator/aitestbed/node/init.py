@@ -13,6 +13,7 @@ finds nothing to change.
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
@@ -36,6 +37,7 @@ HOOKS = Path("/etc/aitestbed/init.d")
 SERVICES = "/usr/local/sbin/aitestbed-services"
 ACCESS_DROPIN = Path("/etc/ssh/sshd_config.d/50-aitestbed-access.conf")
 OATH_DIR = Path("/etc/oath/users")
+TMPFILES_DIRS = (Path("/usr/lib/tmpfiles.d"), Path("/etc/tmpfiles.d"))
 
 
 def install_file(src: Path | str, dest: Path, mode: int, uid: int = 0, gid: int = 0) -> None:
@@ -155,6 +157,50 @@ def enable_services(services: list[str]) -> None:
             link.symlink_to(Path("/etc/sv") / service)
 
 
+def runtime_dirs(lines: list[str]) -> dict[str, tuple[int, str, str]]:
+    """The directories under /run that tmpfiles.d `d` lines ask for (path -> mode, user,
+    group), as systemd-tmpfiles --create makes them at boot; a later line for the same
+    path wins, as in /etc over /usr/lib."""
+    wanted: dict[str, tuple[int, str, str]] = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 2 or fields[0] not in ("d", "D") or fields[1].startswith("#"):
+            continue
+        path = fields[1]
+        if not path.startswith("/run/") or "%" in path or ".." in path.split("/"):
+            continue
+        try:
+            mode = int(fields[2], 8) if len(fields) > 2 and fields[2] != "-" else 0o755
+        except ValueError:
+            continue
+        user = fields[3] if len(fields) > 3 and fields[3] != "-" else "root"
+        group = fields[4] if len(fields) > 4 and fields[4] != "-" else "root"
+        wanted[path] = (mode & 0o7777, user, group)
+    return wanted
+
+
+def create_runtime_dirs() -> None:
+    """/run is a tmpfs made empty at each start and no systemd runs here: make the
+    directories the packages' tmpfiles.d ask for (e.g. /run/screen, which `screen` needs
+    as a user)."""
+    lines: list[str] = []
+    for directory in TMPFILES_DIRS:
+        if directory.is_dir():
+            for conf in sorted(directory.glob("*.conf")):
+                lines += conf.read_text(errors="replace").splitlines()
+    for path, (mode, user, group) in runtime_dirs(lines).items():
+        target = Path(path)
+        if target.exists() or target.is_symlink():
+            continue
+        try:
+            uid, gid = pwd.getpwnam(user).pw_uid, grp.getgrnam(group).gr_gid
+        except KeyError:
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        os.chown(target, uid, gid)
+        os.chmod(target, mode)
+
+
 def run_hooks() -> None:
     """Start-up steps a role installed for its hosts (e.g. links into the shared trees)."""
     if HOOKS.is_dir():
@@ -165,6 +211,7 @@ def run_hooks() -> None:
 
 def main() -> None:
     READY.unlink(missing_ok=True)
+    create_runtime_dirs()
     node = NodeConfig.load()
     accounts = json.loads(ACCOUNTS.read_text())
 
