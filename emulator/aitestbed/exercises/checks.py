@@ -112,8 +112,9 @@ def accepted_logins(ctx: Context, nodes: list[str], method: str | None = None) -
 class SlurmJob:
     """One line of Slurm's job completion log (jobcomp/filetxt).
 
-    Without slurmdbd Slurm cannot track GRES as TRES, so the line does not say how
-    many IPUs or RDUs the job held. A Graphcore job that completes had its IPUs
+    The line does not say how many IPUs or RDUs the job held (sacct does, from
+    slurmdbd; the exercises read this log as root, needing no daemon up). A Graphcore
+    job that completes had its IPUs
     (poptorch fails without one); for a SambaNova job, its node's snd journal says
     which RDUs it held and what ran on them (`rdu_journal`).
     """

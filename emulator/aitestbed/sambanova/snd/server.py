@@ -14,8 +14,8 @@ on every change: a restart of snd keeps running jobs' RDUs and tiles.
 
 The journal (<state>/journal.jsonl, root only) keeps one JSON line per RDU
 reservation and per session opened: which job held how many RDUs and which
-command ran on them, after the job is gone (Slurm without slurmdbd keeps no
-record of a job's GRES).
+command ran on them, after the job is gone (Slurm's accounting records how many
+RDUs a job held, not which ones nor what ran on them).
 """
 
 from __future__ import annotations
