@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from aitestbed.host.jobrun import plan, report, transfer
+from aitestbed.host.jobrun import plan, report, runner, transfer
 from aitestbed.host.jobrun.plan import JobResult, NodeInfo, PlanError, RunReport
 
 pytestmark = pytest.mark.unit
@@ -287,3 +287,16 @@ def test_who_may_run_where(tmp_path, monkeypatch):
         check_user(state, "bob", "graphcore")
     with pytest.raises(AitestbedError, match="unknown user 'carl'"):
         check_user(state, "carl", "graphcore")
+
+
+def test_a_job_slurm_forgot_is_read_from_accounting():
+    """scontrol forgets a job MinJobAge after it ends; sacct's line then gives its end."""
+    look = plan.SACCT_PREFIX + "41|FAILED|3:0|gc-poplar-02\n"
+    view = plan.slurm_view(plan.parse_look(look))
+    assert (view.state, view.exit_code, view.node_list) == ("FAILED", 3, "gc-poplar-02")
+    view = plan.slurm_view(plan.parse_look(plan.SACCT_PREFIX + "42|CANCELLED by 1001|0:0|"))
+    assert (view.state, view.exit_code, view.final) == ("CANCELLED", None, True)
+    assert plan.parse_look(plan.SACCT_PREFIX + "garbage") == {}
+    assert plan.slurm_view(plan.parse_look(plan.SACCT_PREFIX)).state == ""
+    assert plan.parse_look("JobId=7 JobState=RUNNING")["JobState"] == "RUNNING"
+    assert "SACCT_PREFIX" not in runner.POLL_SCRIPT and plan.SACCT_FIELDS in runner.POLL_SCRIPT

@@ -120,6 +120,29 @@ def parse_scontrol(line: str) -> dict[str, str]:
     return dict(_FIELD.findall(line))
 
 
+SACCT_FIELDS = "JobID,State,ExitCode,NodeList"
+SACCT_PREFIX = "sacct:"
+
+
+def parse_sacct(line: str) -> dict[str, str]:
+    """`sacct -n -X -P --format=JobID,State,ExitCode,NodeList` for a job Slurm's controller
+    has forgotten (MinJobAge), as the fields of `scontrol show job` (`CANCELLED by 1001`
+    is CANCELLED)."""
+    parts = line.strip().splitlines()[0].split("|") if line.strip() else []
+    if len(parts) != 4:
+        return {}
+    job, state, exit_code, nodes = parts
+    return {"JobId": job, "JobState": state.split()[0] if state else "",
+            "ExitCode": exit_code, "NodeList": nodes}
+
+
+def parse_look(line: str) -> dict[str, str]:
+    """What one look found for a job: scontrol's line, or sacct's when scontrol forgot it."""
+    if line.startswith(SACCT_PREFIX):
+        return parse_sacct(line[len(SACCT_PREFIX):])
+    return parse_scontrol(line)
+
+
 @dataclass(frozen=True)
 class SlurmView:
     state: str  # JobState (PENDING, RUNNING, COMPLETED, ...); "" when unknown

@@ -45,6 +45,11 @@ out = {}
 for job, (path, offset) in json.loads(sys.argv[1]).items():
     r = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True)
     line = r.stdout.strip() or r.stderr.strip()
+    if r.returncode and "Invalid job id" in line:  # forgotten (MinJobAge): ask accounting
+        a = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "--format=SACCT_FIELDS"],
+                           capture_output=True, text=True)
+        if a.returncode == 0 and a.stdout.strip():
+            line = "SACCT_PREFIX" + a.stdout.strip()
     data = b""
     if not path:
         for word in line.split():
@@ -59,7 +64,8 @@ for job, (path, offset) in json.loads(sys.argv[1]).items():
             pass
     out[job] = [line, path, base64.b64encode(data).decode()]
 print(json.dumps(out))
-""".replace("CHUNK", str(CHUNK))
+""".replace("CHUNK", str(CHUNK)).replace("SACCT_FIELDS", plan.SACCT_FIELDS) \
+    .replace("SACCT_PREFIX", plan.SACCT_PREFIX)
 
 
 @dataclass
@@ -397,7 +403,7 @@ class SlurmRun:
             result = by_job[job]
             if result.state in plan.SLURM_FINAL:
                 continue
-            view = plan.slurm_view(plan.parse_scontrol(line))
+            view = plan.slurm_view(plan.parse_look(line))
             if not view.state:
                 continue
             if view.state == "RUNNING" != result.state:
