@@ -11,6 +11,7 @@ import re
 
 import pytest
 from aitestbed.exercises import guide
+from aitestbed.host.driver import terminal_view
 
 LOGIN = "gc-login-01"
 POPLAR = "gc-poplar-02"
@@ -31,7 +32,7 @@ def in_venv(script: str) -> str:
 
 def plain(text: str) -> str:
     """Terminal output as a user reads it: progress-bar redraws reduced to their last state."""
-    return "\n".join(line.split("\r")[-1] for line in text.splitlines())
+    return terminal_view(text)
 
 
 @pytest.fixture(scope="module")
