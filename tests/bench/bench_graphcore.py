@@ -16,7 +16,7 @@ import re
 import uuid
 
 from aitestbed.exercises import guide
-from aitestbed.host.driver import Driver
+from aitestbed.host.driver import Driver, terminal_view
 from benchlib import cli, step
 
 # The guide's set-up (not timed: quiet, without listing the tags), and the cache directory.
@@ -38,7 +38,7 @@ COMPILE_BAR = r"Graph compilation: 100%.*?\[([\d:]+)<"
 def on_poplar(name: str, script: str) -> str:
     """script in a login shell on gc-poplar-02, reached from gc-login-01 as in the guide."""
     result = step(Driver(name).hop("gc-login-01", "gc-poplar-02", script), script)
-    return "\n".join(line.split("\r")[-1] for line in (result.stdout + result.stderr).splitlines())
+    return terminal_view(result.stdout + result.stderr)
 
 
 def figure(pattern: str, text: str) -> str:

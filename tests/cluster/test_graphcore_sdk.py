@@ -11,6 +11,7 @@ import re
 
 import pytest
 from aitestbed.exercises import guide
+from aitestbed.host.driver import terminal_view
 
 LOGIN = "gc-login-01"
 POPLAR = "gc-poplar-02"
@@ -31,7 +32,7 @@ def in_venv(script: str) -> str:
 
 def plain(text: str) -> str:
     """Terminal output as a user reads it: progress-bar redraws reduced to their last state."""
-    return "\n".join(line.split("\r")[-1] for line in text.splitlines())
+    return terminal_view(text)
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +130,7 @@ def test_poprun_runs_resnet50_with_four_replicas(cluster, workspace):
         timeout=900)
     assert rc == 0, out
     text = plain(out)
-    assert re.search(r"POPRUN \[I\] V-IPU server address picked up from 'vipu': [\d.]+:8090", text)
+    assert "POPRUN [I] V-IPU server address picked up from 'vipu': 10.1.3.101:8090" in text
     assert re.search(r"Partition slurm_\d+ already exists and is in state: PS_ACTIVE", text)
     assert "| replicas  | 0 | 1 | 2 | 3 |" in text
     assert "[1,0]<stdout>:[INFO] Total replicas: 4" in text
@@ -150,8 +151,20 @@ def test_gc_info_lists_the_jobs_ipus(cluster):
     assert "Device Info:" in out and "ipu architecture: ipu2" in out
 
 
+def test_gc_info_outside_a_job_shows_the_pod_as_the_guide_does(cluster):
+    """The guide's plain commands on an IPU host (a few seconds): the POD's IPUs (64 on the
+    full cluster; the mini cluster's POD has 32, hence one space before its IPU-M hosts)."""
+    rc, out = on_poplar(cluster, "gc-info -l | head -5; gc-info --device-id 0 --device-info")
+    assert rc == 0, out
+    assert re.search(r"Partition: p(32|64)\r?\n-\+- Id:  \[0\], target: \[Fabric\], "
+                     r"IPU-M host: +\[10\.1\.5\.1\], IPU#: \[3\]", out), out
+    assert re.search(r"ipuof partition id: p(32|64)\r?\n", out) and "board ipu index: 3" in out, out
+
+
 def test_gc_monitor_shows_running_jobs_and_crashes_without_any(cluster):
-    rc, out = on_poplar(cluster, """export IPUOF_VIPU_API_HOST=vipu
+    """The guide's lines, with its V-IPU address (an alias of the POD's server, never
+    contacted: a connection to it would time out after 10 s on the internal network)."""
+    rc, out = on_poplar(cluster, """export IPUOF_VIPU_API_HOST=10.1.3.101
 gc-monitor --no-card-info --all-partitions; echo "idle rc=$?"
 job=$(sbatch --parsable --ipus=1 -o /dev/null --wrap 'sleep 60')
 until squeue -h -j $job -o %T | grep -q RUNNING; do sleep 1; done

@@ -1,6 +1,7 @@
 """The user driver's pure parts: node lists from the inventory, wait_for, the command lines
 it builds, and logging in again when a shared connection was lost (ssh faked)."""
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from aitestbed.host import driver
 from aitestbed.host.driver import Driver, NodeNames
 from aitestbed.host.inventory import Node, Topology
 from aitestbed.host.state import ClusterState
+from tqdm import tqdm
 
 # What tests/cluster/conftest.py listed by hand before the lists came from inventory/mini.yml.
 MINI_NODES = ["cer-cs2-01", "cer-cs2-02", "cer-login-01", "cer-mgmt-01", "gc-login-01",
@@ -214,3 +216,35 @@ def test_a_hop_stops_when_the_script_cannot_be_written(monkeypatch):
     (upload, first), (run, second) = ssh.calls
     assert upload[-1].startswith("cat > ~/.aitestbed-step-") and first["timeout"] == 120
     assert run[-1].startswith("ssh sm-01 bash -l ~/.aitestbed-step-") and second["timeout"] == 900
+
+
+# what a user reads ------------------------------------------------------------------------
+def tutorial_bars() -> str:
+    """tqdm's output for the MNIST tutorial's bars: Epochs, with the Graph compilation bar
+    drawn nested in its first step (as PopTorch compiles on the first call)."""
+    out = io.StringIO()
+    for epoch in tqdm(range(3), desc="Epochs", file=out, mininterval=0):
+        if epoch == 0:
+            with tqdm(desc="Graph compilation", total=100, file=out, mininterval=0) as bar:
+                for _ in range(100):
+                    bar.update(1)
+    return out.getvalue()
+
+
+def test_the_terminal_view_shows_each_progress_bar_once_in_its_last_state():
+    raw = tutorial_bars()
+    # tqdm draws a bar's final state twice (its last step, then on close) with "\r"
+    # between: the replay's splitlines() reduction printed the final Epochs bar twice.
+    replay = [line.split("\r")[-1] for line in raw.splitlines()]
+    assert sum(line.startswith("Epochs: 100%") for line in replay) == 2
+    view = driver.terminal_view(raw).splitlines()
+    # The compilation bar, closed, is drawn where the Epochs bar was, which goes on below.
+    assert [line.split("|")[0] for line in view] == ["Graph compilation: 100%", "Epochs: 100%"]
+    assert "100/100" in view[0] and "3/3" in view[1]
+
+
+def test_the_terminal_view_applies_the_control_characters():
+    assert driver.terminal_view("10%\r100%\n") == "100%\n"
+    assert driver.terminal_view("one\ntwo\x1b[Ax\n\n") == "onex\ntwo\n"
+    assert driver.terminal_view("abc\x1b[K\rx\x1b[K") == "x"
+    assert driver.terminal_view("\x1b[1mhi\x1b[0m\x08!") == "h!"

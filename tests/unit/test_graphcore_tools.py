@@ -383,11 +383,41 @@ def test_gc_info_all_partitions_lists_the_others_too(job, vipu, capsys):
     assert "Partition: slurm_43\n-+- Id: [0], target: [Fabric], IPU-M host: [10.1.5.9]" in out
 
 
-def test_gc_info_outside_a_job_lists_no_devices(vipu, capsys):
+def test_gc_info_outside_a_job_lists_the_whole_pod_as_the_guide_shows(vipu, capsys):
+    """The guide's plain `gc-info -l` on an IPU host: "the devices are numbered 0-63"."""
+    vipu.create_partition("slurm_43", {"gc-poplar-03": 1}, job_id="43", user="other")
     assert gc_info.main(["-l"]) == 0
     captured = capsys.readouterr()
-    assert captured.out == "Graphcore device listing:\n"
-    assert "no IPU partition is attached" in captured.err
+    lines = captured.out.splitlines()
+    assert lines[:2] == ["Graphcore device listing:", "Partition: p64"]
+    assert "\n".join(lines[2:5]) == SEED_GC_INFO
+    assert "-+- Id: [63], target: [Fabric], IPU-M host: [10.1.5.16], IPU#: [0]" in lines
+    assert lines[-65] == "-+- Id: [126], target: [Multi IPU]"  # then its 64 IPUs
+    assert "slurm_43" not in captured.out and captured.err == ""
+
+
+def test_gc_info_piped_to_head_ends_quietly(vipu):
+    """The POD's listing is ~500 lines: `| head` closes the pipe under it, with no traceback."""
+    for _ in range(3):
+        result = subprocess.run(
+            f"{sys.executable} -m aitestbed.graphcore.gc_info -l | head -3", shell=True,
+            env=dict(os.environ, PYTHONPATH=str(EMULATOR)), capture_output=True, text=True,
+            timeout=60)
+        assert result.stdout.splitlines()[2] == SEED_GC_INFO.splitlines()[0]
+        assert result.stderr == ""
+
+
+def test_gc_info_device_info_outside_a_job_is_the_pods_device(vipu, capsys):
+    assert gc_info.main(["--device-id", "0", "--device-info"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == ["Device Info:", "id: 0", "target: Fabric"]
+    for line in ("ipuof host: 10.1.5.1", "board ipu index: 3", "ipuof partition id: p64"):
+        assert line in out
+    assert gc_info.main(["-d", "64", "--device-info"]) == 0
+    assert "number of ipus: 2" in capsys.readouterr().out
+    assert gc_info.main(["-d", "127", "--device-info"]) == 1
+    assert capsys.readouterr().err == ("gc-info: unknown device id 127: partition p64 has "
+                                       "devices 0-126 (see gc-info -l)\n")
 
 
 def test_gc_info_device_info_and_an_unknown_device(job, capsys):

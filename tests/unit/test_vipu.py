@@ -1,8 +1,12 @@
 """The V-IPU server's POD model and its HTTP API."""
 
+import io
+import socket
 import threading
 
 import pytest
+from aitestbed.graphcore import gc_info, gc_monitor, ipu, poprun
+from aitestbed.graphcore.vipu import client as client_module
 from aitestbed.graphcore.vipu import server as vipu_server
 from aitestbed.graphcore.vipu.client import VipuClient, VipuError
 from aitestbed.graphcore.vipu.pod import Pod, PodError
@@ -191,3 +195,90 @@ def test_a_user_s_user_name_unknown_to_the_server_reads_nothing(pod_of_two_users
     with pytest.raises(VipuError) as err:
         as_user("bob").partition("slurm_23")
     assert err.value.status == 403
+
+
+# --- the guide's address: `export IPUOF_VIPU_API_HOST=10.1.3.101` --------------------------
+
+def test_the_guides_address_is_an_alias_of_the_pods_own_server():
+    assert client_module.server_host("10.1.3.101", 8090) == "vipu"
+    assert client_module.server_host("vipu", 8090) == "vipu"
+    assert client_module.server_host("127.0.0.1", 1) == "127.0.0.1"
+    assert client_module.server_host("10.1.3.101", 9000) is None  # nothing answers there
+    assert VipuClient(host="10.1.3.101", port=8090).connect_to == "vipu"
+    assert client_module.shown_address("vipu", "172.20.0.9") == "10.1.3.101"
+    assert client_module.shown_address("10.1.3.101", "10.1.3.101") == "10.1.3.101"
+    assert client_module.shown_address("127.0.0.1", "127.0.0.1") == "127.0.0.1"
+
+
+@pytest.fixture
+def guide_address(server, monkeypatch):
+    """IPUOF_VIPU_API_HOST=10.1.3.101 as in the guide, on a host where `vipu` is the test's
+    server. Every connection is checked: one to 10.1.3.101, or through a proxy, fails."""
+    admin = server()
+    admin.create_partition("slurm_2616", {"gc-poplar-02": 1}, job_id="2616", user="learner")
+    connected: list[tuple[str, int]] = []
+    real = socket.create_connection
+
+    def create_connection(address, *args, **kwargs):
+        connected.append(address)
+        if address[0] != "vipu":
+            raise AssertionError(f"a connection to {address} was attempted")
+        return real(("127.0.0.1", admin.port), *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setenv("IPUOF_VIPU_API_HOST", "10.1.3.101")
+    monkeypatch.delenv("IPUOF_VIPU_API_PORT", raising=False)
+    monkeypatch.delenv("IPUOF_VIPU_API_PARTITION_ID", raising=False)
+    monkeypatch.setenv("http_proxy", "http://10.1.3.101:3128")  # a user's: never used
+    return connected
+
+
+def test_gc_monitor_with_the_guides_address_shows_the_pods_partitions(guide_address, capsys):
+    assert gc_monitor.main(["--no-card-info", "--all-partitions"]) == 0
+    out = capsys.readouterr().out
+    assert "IPUs in slurm_2616 attached from other namespaces" in out
+    assert "gc-poplar-02" in out
+    assert guide_address and {host for host, _ in guide_address} == {"vipu"}
+
+
+def test_the_sdk_finds_the_jobs_ipus_through_the_guides_address(guide_address, monkeypatch):
+    """PopTorch's and the TensorFlow facade's allocation, and gc-info, in the job."""
+    monkeypatch.setenv("IPUOF_VIPU_API_PARTITION_ID", "slurm_2616")
+    allocation = ipu.allocation_from_environment()
+    assert allocation is not None and allocation.chip_ids == (16,)
+    assert gc_info.main(["-l"]) == 0
+    assert {host for host, _ in guide_address} == {"vipu"}
+
+
+def test_the_guides_address_on_another_port_answers_nothing_and_is_not_tried(
+        guide_address, monkeypatch, capsys):
+    monkeypatch.setenv("IPUOF_VIPU_API_PORT", "9000")
+    assert gc_monitor.main(["--no-card-info", "--all-partitions"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("gc-monitor: V-IPU server 10.1.3.101:9000 does not answer: the POD's V-IPU "
+                   "server (10.1.3.101 in ALCF's guide) listens on port 8090 only\n")
+    assert guide_address == []
+
+
+def test_poprun_shows_the_pods_server_by_the_guides_address(guide_address, monkeypatch):
+    """The guide: "V-IPU server address picked up from 'vipu': 10.1.3.101:8090"."""
+    monkeypatch.setattr(socket, "gethostbyname",
+                        lambda name: {"vipu": "172.20.0.9"}.get(name) or _unknown(name))
+    monkeypatch.setenv("IPUOF_VIPU_API_PARTITION_ID", "slurm_2616")
+    for exported in ("10.1.3.101", "vipu", None):
+        if exported:
+            monkeypatch.setenv("IPUOF_VIPU_API_HOST", exported)
+        else:
+            monkeypatch.delenv("IPUOF_VIPU_API_HOST")
+        args, _ = poprun.parse_args(["-vv", "true"])
+        err = io.BytesIO()
+        client, name, _ = poprun.connect(args, poprun.Output(io.BytesIO(), err, verbosity=2))
+        log = err.getvalue().decode()
+        assert "POPRUN [I] V-IPU server address picked up from 'vipu': 10.1.3.101:8090" in log
+        assert "POPRUN [D] Connecting to 10.1.3.101:8090" in log
+        assert client.partition(name)["ipus"] == [16]
+    assert {host for host, _ in guide_address} == {"vipu"}
+
+
+def _unknown(name: str) -> str:
+    raise socket.gaierror(f"unknown host {name}")

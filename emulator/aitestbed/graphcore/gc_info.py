@@ -6,6 +6,18 @@ IPUs) with the following ids. The partition is the job's
 (IPUOF_VIPU_API_PARTITION_ID, set by Slurm for jobs run with --ipus); the
 partitions come from the V-IPU server (IPUOF_VIPU_API_HOST, default "vipu").
 
+Outside a job (no IPUOF_VIPU_API_PARTITION_ID) `gc-info -l` and
+`gc-info --device-id N --device-info` show the host's view: the whole POD, every
+IPU of it as one listing named after it (`p64`, as ALCF's Slurm partition is),
+not marked [active]. This is the guide's reading: its listing is run as a plain
+command on an IPU host, "the devices are numbered 0-63", and its fields are
+aligned as only a 64-IPU listing aligns them (`Id:  [0]` next to `[63]`,
+`IPU-M host:  [10.1.5.1]` next to `[10.1.5.16]`); a job's partition of 1 to 16
+IPUs lists `Id: [0]`, as Graphcore's own examples of small partitions do. The
+view reads the POD's layout (GET /pod, which names no user), so it shows no one's
+jobs; a user's own partitions are `-l --all-partitions`. Nothing outside a job
+can run on these devices: PopTorch still needs the job's partition.
+
 This module also holds the POD's fixed hardware facts that gc-monitor and
 poprun share: which IPU-M and IPU# a POD IPU is, and its sensor readings.
 """
@@ -88,6 +100,13 @@ def partition_devices(ipus: Sequence[int]) -> list[Device]:
 
 def devices_of_size(devices: Sequence[Device], size: int) -> list[Device]:
     return [d for d in devices if len(d.ipus) == size]
+
+
+def pod_view(pod: dict) -> dict:
+    """The host's view outside a job: the POD's IPUs (GET /pod) as one listing, `p<size>`."""
+    hosts = {str(host): sorted(ids) for host, ids in pod.get("hosts", {}).items()}
+    ipus = sorted(i for ids in hosts.values() for i in ids)
+    return {"name": f"p{len(ipus)}", "ipus": ipus, "hosts": hosts}
 
 
 def host_of(partition: dict, pod_ipu: int) -> str:
@@ -204,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="gc-info", description="Display information about the IPU devices of the partition.")
     parser.add_argument("-l", "--list-devices", action="store_true",
-                        help="list the devices of the active partition")
+                        help="list the devices of the active partition (outside a job: the POD's)")
     parser.add_argument("--all-partitions", action="store_true",
                         help="with -l: list the devices of every partition")
     parser.add_argument("-d", "--device-id", type=int, metavar="N",
@@ -221,27 +240,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         client = vipu_client()
         if args.device_info:
-            if active is None:
-                return _fail(f"gc-info: unknown device id {args.device_id}: no IPU partition "
-                             "is attached (IPUOF_VIPU_API_PARTITION_ID is not set; run inside "
-                             "a job, e.g. srun --ipus=1 gc-info ...)")
-            print("\n".join(render_device_info(_partition(client, active), args.device_id)))
-            return 0
+            partition = _partition(client, active) if active else pod_view(client.pod())
+            return _print(render_device_info(partition, args.device_id))
         if args.all_partitions:
             partitions = sorted(client.partitions(), key=lambda p: (p["name"] != active, p["name"]))
         elif active is not None:
             partitions = [_partition(client, active)]
-        else:
-            print("Graphcore device listing:")
-            print("gc-info: no IPU devices: no IPU partition is attached "
-                  "(IPUOF_VIPU_API_PARTITION_ID is not set); run inside a job "
-                  "(srun --ipus=N gc-info -l) or use --all-partitions", file=sys.stderr)
-            return 0
+        else:  # the host's view (see the module's docstring)
+            partitions = [pod_view(client.pod())]
     except VipuError as err:
         return _fail(f"gc-info: {err}")
     except UnknownDeviceError as err:
         return _fail(str(err))
-    print("\n".join(render_listing(partitions, active)))
+    return _print(render_listing(partitions, active))
+
+
+def _print(lines: Sequence[str]) -> int:
+    """Print; a reader that has gone (`gc-info -l | head`) ends the command as SIGPIPE does."""
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 128 + 13
     return 0
 
 

@@ -14,6 +14,8 @@ Partitions belong to Slurm here (slurm_<jobid>, made for `srun --ipus=N`), so
 --update-partition, --reset-partition and --remove-partition are accepted and
 leave the partition as it is; --num-ilds is at most 1 (one Bow-Pod64).
 Log lines go to stderr; -v shows [I] lines and the topology, -vv [D] lines too.
+The POD's V-IPU server (`vipu`, or the guide's 10.1.3.101) is shown by its documented
+address, 10.1.3.101:8090, as in the guide (aitestbed.graphcore.vipu.client).
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ from datetime import datetime
 from typing import BinaryIO
 
 from aitestbed.graphcore.gc_info import devices_of_size, partition_devices
-from aitestbed.graphcore.vipu.client import DEFAULT_PORT, VipuClient, VipuError
+from aitestbed.graphcore.vipu.client import (
+    DEFAULT_PORT,
+    POD_SERVER,
+    VipuClient,
+    VipuError,
+    shown_address,
+)
 
 PROG = "poprun"
 BOOL_OPTIONS = ("--update-partition", "--reset-partition", "--remove-partition", "--numa-aware",
@@ -438,17 +446,19 @@ def check_layout(args: argparse.Namespace, hosts: Sequence[str]) -> None:
 
 def connect(args: argparse.Namespace, out: Output) -> tuple[VipuClient, str, str]:
     """The V-IPU client and the partition's name, logging as poprun does."""
-    host = args.vipu_server_host or os.environ.get("IPUOF_VIPU_API_HOST") or "vipu"
+    host = args.vipu_server_host or os.environ.get("IPUOF_VIPU_API_HOST") or POD_SERVER
     try:
         port = args.vipu_server_port or int(os.environ.get("IPUOF_VIPU_API_PORT") or DEFAULT_PORT)
     except ValueError:
         raise PoprunError("IPUOF_VIPU_API_PORT must be a port number, not "
                           f"'{os.environ['IPUOF_VIPU_API_PORT']}'") from None
-    try:
-        address = socket.gethostbyname(host)
+    client = VipuClient(host=host, port=port, timeout=args.vipu_server_timeout)
+    try:  # the guide's address is the POD's server: resolve the name it stands for
+        address = socket.gethostbyname(client.connect_to or POD_SERVER)
     except OSError:
         raise PoprunError(f"Cannot resolve the V-IPU server address '{host}': run poprun on an "
                           "IPU host, or pass --vipu-server-host") from None
+    address = shown_address(host, address)
     if not args.vipu_server_host:
         out.log("I", f"V-IPU server address picked up from 'vipu': {address}:{port}")
     name = args.vipu_partition
@@ -459,7 +469,7 @@ def connect(args: argparse.Namespace, out: Output) -> tuple[VipuClient, str, str
                               "(srun --ipus=N poprun ...) or pass --vipu-partition=NAME")
         out.log("I", f"Using V-IPU partition {name} as it is the only one available")
     out.log("D", f"Connecting to {address}:{port}")
-    return VipuClient(host=address, port=port, timeout=args.vipu_server_timeout), name, host
+    return client, name, host
 
 
 def run(args: argparse.Namespace, command: list[str], out: Output) -> int:

@@ -7,7 +7,8 @@ the benches and the rehearsal.
   asked to), scp, a hop from a login node to a compute node, the shared
   connection's controls (-O forward, cancel, exit), and a login without one;
 - `wait_for(predicate, timeout, interval)` polls until something holds;
-- `node_names(topology)` gives the node lists of an inventory profile.
+- `node_names(topology)` gives the node lists of an inventory profile;
+- `terminal_view(output)` is what a terminal shows of a command's output.
 
 What a command line looks like is built by pure functions (`ssh_argv`,
 `hop_commands`, ...), so unit tests check them without a cluster.
@@ -16,6 +17,7 @@ What a command line looks like is built by pure functions (`ssh_argv`,
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -50,6 +52,41 @@ def aitestbed(cluster: str, *args: str, timeout: float | None = None,
     (stdout=, stderr=, env=, ...). Never raises on a failure: look at returncode."""
     options = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **options}
     return subprocess.run(cli_argv(cluster, *args), timeout=timeout, check=False, **options)
+
+
+# what a user reads ----------------------------------------------------------------------------
+_CONTROL = re.compile(r"(\x1b\[[0-9;]*[A-Za-z]|\r|\n|\x08)")
+
+
+def terminal_view(output: str) -> str:
+    """The text a terminal shows for this output: carriage returns, backspaces, cursor-up
+    (ESC[nA), erase-to-end-of-line (ESC[K) and line ends applied, other escapes dropped.
+    Progress bars redraw with "\r" (tqdm draws a nested bar one line down and moves back
+    up), so each bar leaves its last state, as on the user's screen. (Splitting at "\r"
+    with str.splitlines(), which also breaks there, keeps every redraw as a line: a tqdm
+    bar's final state, drawn by its last step and again on close, then shows twice.)"""
+    rows: list[list[str]] = [[]]
+    row = col = 0
+    for token in _CONTROL.split(output):
+        if token == "\r":
+            col = 0
+        elif token == "\n":
+            row, col = row + 1, 0
+            if row == len(rows):
+                rows.append([])
+        elif token == "\x08":  # backspace
+            col = max(col - 1, 0)
+        elif token.startswith("\x1b["):
+            if token.endswith("A"):
+                row = max(row - int(token[2:-1] or 1), 0)
+            elif token == "\x1b[K":
+                del rows[row][col:]
+        elif token:
+            line = rows[row]
+            line.extend(" " * (col - len(line)))
+            line[col:col + len(token)] = token
+            col += len(token)
+    return "\n".join("".join(line).rstrip() for line in rows)
 
 
 # waiting ------------------------------------------------------------------------------------

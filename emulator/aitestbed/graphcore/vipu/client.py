@@ -1,5 +1,14 @@
 """Talk to the V-IPU server (IPUOF_VIPU_API_HOST / IPUOF_VIPU_API_PORT).
 
+The POD's server is `vipu` on the cluster network. ALCF's guide gives its address as
+10.1.3.101 (`export IPUOF_VIPU_API_HOST=10.1.3.101`; poprun's "V-IPU server address
+picked up from 'vipu': 10.1.3.101:8090"), so that address, on port 8090, is an alias
+of the POD's own server: `server_host` decides where a client connects, and nothing
+is ever sent to 10.1.3.101 (the testbed sends no traffic off its own network; at ALCF
+nothing but the V-IPU server listens there, so another port gets no answer, without
+trying). Requests never go through an HTTP proxy from the environment either: the
+server is on the cluster's own network.
+
 A user's reads carry a MUNGE credential of the calling process (aitestbed.node.munge),
 made afresh for each request, so the server shows a user the partitions of their own
 jobs; Slurm's hooks use the administrator's token instead.
@@ -17,6 +26,8 @@ from collections.abc import Callable
 from aitestbed.node import munge
 
 DEFAULT_PORT = 8090
+POD_SERVER = "vipu"  # the POD's V-IPU server on the cluster network (its DNS alias)
+DOCUMENTED_ADDRESS = "10.1.3.101"  # the same server, as ALCF's guide names it
 # On the controller: the server's state directory (roles/vipu_server) and its token.
 ADMIN_TOKEN = "/var/lib/vipu/admin.token"
 
@@ -27,11 +38,31 @@ class VipuError(RuntimeError):
         self.status = status
 
 
+def server_host(host: str, port: int) -> str | None:
+    """Where a client given this V-IPU address connects: the guide's 10.1.3.101 on port 8090
+    is the POD's own server (`vipu`); on another port nothing answers there (None); any
+    other address is itself."""
+    if host.strip() != DOCUMENTED_ADDRESS:
+        return host
+    return POD_SERVER if port == DEFAULT_PORT else None
+
+
+def shown_address(host: str, resolved: str) -> str:
+    """The POD's server as a tool prints it (poprun's "picked up from 'vipu'" line): its
+    documented address, 10.1.3.101; any other server by the address it resolved to."""
+    return DOCUMENTED_ADDRESS if server_host(host, DEFAULT_PORT) == POD_SERVER else resolved
+
+
+# No HTTP proxy: a user's http_proxy must not carry V-IPU requests off the cluster network.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 class VipuClient:
     def __init__(self, host: str | None = None, port: int | None = None, timeout: float = 10,
                  token: str | None = None, credential: Callable[[], str] | None = None):
-        self.host = host or os.environ.get("IPUOF_VIPU_API_HOST", "vipu")
-        self.port = int(port or os.environ.get("IPUOF_VIPU_API_PORT", DEFAULT_PORT))
+        self.host = host or os.environ.get("IPUOF_VIPU_API_HOST") or POD_SERVER
+        self.port = int(port or os.environ.get("IPUOF_VIPU_API_PORT") or DEFAULT_PORT)
+        self.connect_to = server_host(self.host, self.port)
         self.timeout = timeout
         self.token = token  # the administrator's: only Slurm's hooks change partitions
         # A user's: who reads (default `munge -n`; MungeError when none can be made).
@@ -55,11 +86,15 @@ class VipuClient:
                 headers["Authorization"] = f"MUNGE {(self.credential or munge.encode)()}"
             except munge.MungeError as err:  # the server says what it needs
                 no_credential = f" (munge -n: {err})"
+        if self.connect_to is None:
+            raise VipuError(f"V-IPU server {self.host}:{self.port} does not answer: the POD's "
+                            f"V-IPU server ({DOCUMENTED_ADDRESS} in ALCF's guide) listens on "
+                            f"port {DEFAULT_PORT} only")
         request = urllib.request.Request(
-            f"http://{self.host}:{self.port}/api/v1{path}", data=data, method=method,
+            f"http://{self.connect_to}:{self.port}/api/v1{path}", data=data, method=method,
             headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+            with _OPENER.open(request, timeout=self.timeout) as response:
                 return json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as err:
             try:
