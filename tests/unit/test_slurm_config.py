@@ -85,3 +85,12 @@ def test_a_node_failure_ends_jobs_node_fail_unless_they_asked_for_requeue(alcf):
         assert re.search(r"^JobRequeue=0$", conf, re.M)
         # The node is DOWN about 3 pings after SlurmdTimeout: ~30 s, as the README says.
         assert re.search(r"^SlurmdTimeout=10$", conf, re.M)
+
+
+@pytest.mark.parametrize("profile", ["mini", "alcf"])
+def test_each_cluster_declares_only_its_own_accelerators(profile, request):
+    """sinfo -O GresUsed lists every GresTypes entry: `ipu:0,rdu:0` on SambaNova nodes was the
+    Graphcore type declared there. Now SambaNova shows `rdu:N`, Graphcore `ipu:N`."""
+    rendered = request.getfixturevalue(profile)
+    types = {c: re.findall(r"^GresTypes=(.*)$", f["slurm.conf"], re.M) for c, f in rendered.items()}
+    assert types == {"graphcore": ["ipu"], "sn30": ["rdu"], "sn10": ["rdu"]}
