@@ -121,9 +121,10 @@ def test_csctl_lists_both_jobs_with_the_documented_columns(cluster, smoketest):
     assert out.splitlines()[0].split() == ["NAME", "AGE", "DURATION", "PHASE", "SYSTEMS", "USER",
                                            "LABELS", "DASHBOARD"]
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
-    assert rows[compile_id][3:6] == ["SUCCEEDED", cluster.user, "name=pt_smoketest"]
-    assert rows[execute_id][3:7] == ["SUCCEEDED", "cer-cs2-01", cluster.user,
-                                     "name=pt_smoketest"]
+    # The appliance adds user=<name> to the job's own labels (`name=pt_smoketest,user=username`).
+    labels = f"name=pt_smoketest,user={cluster.user}"
+    assert rows[compile_id][3:6] == ["SUCCEEDED", cluster.user, labels]
+    assert rows[execute_id][3:7] == ["SUCCEEDED", "cer-cs2-01", cluster.user, labels]
     assert rows[execute_id][7].startswith("https://grafana.cerebras1.lab.alcf.anl.gov/d/")
 
 
@@ -133,6 +134,8 @@ def test_label_a_job_and_find_it_with_grep(cluster, smoketest):
     assert (rc, out.strip()) == (0, f"job/{name} was patched")
     rc, out = cluster.run(LOGIN, 'csctl get jobs | grep "testlabel=test"')
     assert rc == 0 and out.startswith(name), out
+    # The guide's row: `... cer-cs2-02 username testlabel=test,user=username`.
+    assert f"name=pt_smoketest,testlabel=test,user={cluster.user}" in out.split(), out
     rc, out = cluster.run(LOGIN, f"csctl label job {name} testlabel-")
     assert rc == 0 and "testlabel" not in json.dumps(job_named(cluster, name)["metadata"])
 

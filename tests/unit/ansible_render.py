@@ -52,6 +52,12 @@ def role_task(role: str, tasks: str, name: str) -> dict:
     return found[0]
 
 
+def render_task_args(role: str, args: dict, variables: dict) -> dict:
+    """A task's module arguments as Ansible templates them (the role's defaults beneath)."""
+    templar = _templar({**role_defaults(role), **variables})
+    return {key: _expression(templar, value) for key, value in args.items()}
+
+
 def run_template_task(role: str, tasks: str, name: str, variables: dict) -> dict[str, str]:
     """dest -> the bytes a looping ansible.builtin.template task writes for each item."""
     task = role_task(role, tasks, name)

@@ -108,10 +108,29 @@ def test_a_submitted_job_names_and_describes_the_request():
                "compile_dir": "u", "job_time_sec": None}
     made = wsjob.build("execute", request, "u", 10001, 10001, time_scale="0.5")
     assert made["metadata"]["name"].startswith("wsjob-") and len(made["metadata"]["name"]) == 28
-    assert made["metadata"]["labels"] == {"name": "gptj_pt"}
+    assert made["metadata"]["labels"] == {"name": "gptj_pt", "user": "u"}
     assert made["spec"]["numWafers"] == 2 and made["spec"]["timeScale"] == "0.5"
     assert made["spec"]["workdir"] == f"/n1/wsjob/workdir/job-operator/{made['metadata']['name']}"
     assert json.loads(made["spec"]["request"]) == request
+
+
+def test_the_appliance_labels_each_job_with_its_user_and_grep_finds_the_guides_row():
+    """002: `csctl label job ... testlabel=test`, then `csctl get jobs | grep "testlabel=test"`
+    prints `... cer-cs2-02 username testlabel=test,user=username`."""
+    made = wsjob.build("execute", {"job_labels": {"user": "someoneelse"}}, "username",
+                       10001, 10001)
+    assert made["metadata"]["labels"] == {"user": "username"}  # the appliance's, not the request's
+    plain = wsjob.build("compile", {}, "username", 10001, 10001)
+    assert plain["metadata"]["labels"] == {"user": "username"}
+    made["metadata"].update(creationTimestamp="2023-08-10T21:50:00Z")
+    made["metadata"]["labels"].update(csctl.parse_label_changes(["testlabel=test"]))
+    made["status"] = {"phase": "SUCCEEDED", "systems": ["cer-cs2-02"],
+                      "startTime": "2023-08-10T21:50:05Z", "completionTime": "2023-08-10T21:55:00Z"}
+    rows = [line for line in csctl.format_jobs([made], "table", NOW).splitlines()
+            if "testlabel=test" in line]
+    assert len(rows) == 1
+    assert rows[0].split()[3:7] == ["SUCCEEDED", "cer-cs2-02", "username",
+                                    "testlabel=test,user=username"]
 
 
 def test_global_flags_may_follow_the_command():

@@ -1,9 +1,14 @@
 """Each Slurm cluster's configuration, rendered from the inventory."""
 
+import json
+import os
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 from aitestbed.host import inventory, slurmconf
+from aitestbed.host.role_templates import role_dir
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +90,58 @@ def test_a_node_failure_ends_jobs_node_fail_unless_they_asked_for_requeue(alcf):
         assert re.search(r"^JobRequeue=0$", conf, re.M)
         # The node is DOWN about 3 pings after SlurmdTimeout: ~30 s, as the README says.
         assert re.search(r"^SlurmdTimeout=10$", conf, re.M)
+
+
+@pytest.mark.parametrize("profile", ["mini", "alcf"])
+def test_each_cluster_declares_only_its_own_accelerators(profile, request):
+    """sinfo -O GresUsed lists every GresTypes entry: `ipu:0,rdu:0` on SambaNova nodes was the
+    Graphcore type declared there. Now SambaNova shows `rdu:N`, Graphcore `ipu:N`."""
+    rendered = request.getfixturevalue(profile)
+    types = {c: re.findall(r"^GresTypes=(.*)$", f["slurm.conf"], re.M) for c, f in rendered.items()}
+    assert types == {"graphcore": ["ipu"], "sn30": ["rdu"], "sn10": ["rdu"]}
+
+
+# squeue on SN30 in the guide (002), as printed there (its leading blanks trimmed).
+SN30_SQUEUE = [
+    "JOBID PARTITION                      NAME     USER ST       TIME  NODES NODELIST(REASON)",
+    "10191 sambanova            Gpt1.5B_run.sh  vsastry  R      23:18      2 "
+    "sn30-r1-h1,sn30-r2-h2"]
+
+
+def _squeue_line(fmt: str, values: list[str]) -> str:
+    """What squeue prints for `fmt`: each %.N field right-aligned in N columns."""
+    cells = []
+    for field, value in zip(fmt.split(), values, strict=True):
+        width = re.fullmatch(r"%(?:\.(\d+))?\w", field).group(1)
+        cells.append(value.rjust(int(width))[-int(width):] if width else value)
+    return " ".join(cells)
+
+
+def _profile_format(script: str, settings: Path, tmp_path: Path, env: dict) -> str:
+    text = script.replace("/etc/slurm/aitestbed.json", str(settings))
+    (tmp_path / "profile.sh").write_text(text)
+    done = subprocess.run(["sh", "-c", f". {tmp_path / 'profile.sh'}; "
+                           "printf '%s' \"${SQUEUE_FORMAT-unset}\""],
+                          capture_output=True, text=True, env=env, check=True)
+    return done.stdout
+
+
+def test_squeue_on_sn30_prints_the_guides_wide_name_column(alcf, tmp_path):
+    script = (role_dir("slurm_client") / "files" / "squeue-format.sh").read_text()
+    env = {"PATH": os.environ["PATH"]}
+    formats = {}
+    for cluster, files in alcf.items():
+        settings = tmp_path / f"{cluster}.json"
+        settings.write_text(files["aitestbed.json"])
+        formats[cluster] = _profile_format(script, settings, tmp_path, env)
+    assert formats["graphcore"] == formats["sn10"] == "unset"  # Slurm's default there
+    fmt = formats["sn30"]
+    assert fmt == json.loads(alcf["sn30"]["aitestbed.json"])["squeue_format"]
+    header = ["JOBID", "PARTITION", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
+    row = ["10191", "sambanova", "Gpt1.5B_run.sh", "vsastry", "R", "23:18", "2",
+           "sn30-r1-h1,sn30-r2-h2"]
+    assert [_squeue_line(fmt, cells).lstrip() for cells in (header, row)] == SN30_SQUEUE
+    # A user's own choice stays theirs; a missing settings file sets nothing.
+    assert _profile_format(script, tmp_path / "sn30.json", tmp_path,
+                           {**env, "SQUEUE_FORMAT": "%i"}) == "%i"
+    assert _profile_format(script, tmp_path / "absent.json", tmp_path, env) == "unset"

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from aitestbed.node import systemctl
@@ -15,6 +16,8 @@ from aitestbed.sambanova.rdu import tile_names
 from aitestbed.sambanova.snd.client import SndClient, SndError, SndUnavailable
 from aitestbed.sambanova.snd.server import SndServer
 from aitestbed.sambanova.snd.state import PlacementError, RduNode
+
+from . import ansible_render
 
 pytestmark = pytest.mark.unit
 
@@ -264,3 +267,80 @@ def test_systemctl_status_of_a_running_and_an_unknown_unit(tmp_path, monkeypatch
         systemctl.main(["status", "nope"])
     assert code.value.code == 4
     assert "Unit nope.service could not be found." in capsys.readouterr().err
+
+
+# `systemctl status snd` in the guide (002), SN10 then SN30, without the page's indent.
+SN10_STATUS = """\
+* snd.service - SN Devices Service
+   Loaded: loaded (/usr/lib/systemd/system/snd.service; enabled; vendor preset: enabled)
+   Active: active (running) since Fri 2022-02-18 11:45:15 CST; 1 months 25 days ago
+ Main PID: 3550 (snd)
+    Tasks: 10 (limit: 19660)
+   CGroup: /system.slice/snd.service
+           `-3550 /opt/sambaflow/bin/snd
+
+Warning: Journal has been rotated since the unit was started. Log output is incomplete or \
+unavailable."""
+SN30_STATUS = """\
+● snd.service - SN Devices Service
+     Loaded: loaded (/lib/systemd/system/snd.service; enabled; vendor preset: enabled)
+    Drop-In: /etc/systemd/system/snd.service.d
+             └─override.conf
+     Active: active (running) since Fri 2023-01-27 04:03:14 UTC; 1 months 18 days ago
+   Main PID: 5635 (snd)
+      Tasks: 9 (limit: 629145)
+     Memory: 156.8M
+     CGroup: /system.slice/snd.service
+             └─5635 /opt/sambaflow/bin/snd
+
+Warning: some journal files were not opened due to insufficient permissions."""
+
+
+def _fake_proc(root, pid: int, exe: str, started: float, threads: int, limit: int, rss_kb: int):
+    """A /proc holding one process, started at `started`, as systemctl reads it."""
+    ticks = os.sysconf("SC_CLK_TCK") * 100
+    (root / "sys/kernel").mkdir(parents=True)
+    (root / "sys/kernel/threads-max").write_text(f"{limit}\n")
+    (root / "stat").write_text(f"cpu 1 2 3\nbtime {int(started) - 100}\n")
+    proc = root / str(pid)
+    proc.mkdir()
+    (proc / "cmdline").write_bytes(f"/usr/bin/python3\0{exe}\0".encode())
+    (proc / "comm").write_text("snd\n")
+    (proc / "stat").write_text(f"{pid} (snd) S " + " ".join(["0"] * 18 + [str(ticks)]) + "\n")
+    (proc / "status").write_text(f"Name:\tsnd\nThreads:\t{threads}\nVmRSS:\t{rss_kb} kB\n")
+
+
+@pytest.mark.parametrize("cluster, expected, pid, stamp, tz, threads, limit, rss, since", [
+    ("sn10", SN10_STATUS, 3550, "2022-02-18 11:45:15", "America/Chicago", 10, 19660, 9000,
+     30 * 86400 + 36000 + 25 * 86400 + 60),
+    ("sn30", SN30_STATUS, 5635, "2023-01-27 04:03:14", "UTC", 9, 629145, 160563,
+     30 * 86400 + 36000 + 18 * 86400 + 60),
+])
+def test_systemctl_status_snd_is_the_guides_on_sn10_and_on_sn30(
+        tmp_path, monkeypatch, cluster, expected, pid, stamp, tz, threads, limit, rss, since):
+    """The unit the sambanova role writes (rendered by Ansible), on a host of each cluster."""
+    task = ansible_render.role_task("sambaflow", "main.yml", "Describe snd to systemctl")
+    content = ansible_render.render_task_args(
+        "sambaflow", task["ansible.builtin.copy"], {"sambaflow_root": "/opt/sambaflow"})["content"]
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "snd.json").write_text(content)
+    settings = tmp_path / "aitestbed.json"
+    settings.write_text(json.dumps({"cluster": cluster}))
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        started = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
+        _fake_proc(tmp_path / "proc", pid, "/opt/sambaflow/bin/snd", started, threads, limit, rss)
+        monkeypatch.setattr(systemctl, "UNITS", units)
+        monkeypatch.setattr(systemctl, "SLURM_SETTINGS", settings)
+        monkeypatch.setattr(systemctl, "PROC", tmp_path / "proc")
+        text, code = systemctl.status(systemctl._unit("snd"), now=started + since, euid=10001)
+        as_root, _ = systemctl.status(systemctl._unit("snd"), now=started + since, euid=0)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert code == 0
+    assert text == expected
+    # Root reads every journal file: on SN30 no warning then; SN10's is about rotation.
+    assert ("Warning:" in as_root) == (cluster == "sn10")

@@ -32,6 +32,7 @@ _ALPHABET = string.ascii_lowercase + string.digits
 # the spec (every user may read specs): the worker streams to whoever presents it.
 TOKEN_FIELD = "ingressTokenSha256"
 TOKEN_HASH = re.compile(r"^[0-9a-f]{64}$")
+USER_LABEL = "user"  # the appliance labels each job with its user
 
 
 def new_name() -> str:
@@ -71,9 +72,12 @@ def parse_time(stamp: str | None) -> datetime.datetime | None:
 def build(job_type: str, request: dict, user: str, uid: int, gid: int,
           namespace: str = NAMESPACE, time_scale: str = "0", token: str | None = None) -> dict:
     """The WSJob a client submits for cerebras_pytorch's request (see its runner); `token`
-    is the secret the client will present at the job's ingress (only its hash is sent)."""
+    is the secret the client will present at the job's ingress (only its hash is sent).
+    Its labels are the request's `--job_labels` and, as the appliance adds to every job,
+    `user=<name>` (`csctl get jobs` shows `name=pt_smoketest,user=username`)."""
     name = new_name()
     labels = {str(k): str(v) for k, v in (request.get("job_labels") or {}).items()}
+    labels[USER_LABEL] = user
     spec = {
         "user": {"username": user, "uid": uid, "gid": gid},
         "jobType": job_type,

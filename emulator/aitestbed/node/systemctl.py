@@ -5,6 +5,12 @@ to answer to systemctl describes it in /etc/aitestbed/units/NAME.json
 ({"description", "exec", "unit_file"}); its main process is the one running
 `exec`. `status` and `is-active` work for every user; `start`, `stop` and
 `restart` (root) ask runit.
+
+Hosts of one image may print `status` as different systemd versions do: the unit's
+"variants", keyed by the host's Slurm cluster (/etc/slurm/aitestbed.json), override
+its fields. The guide's SN10 prints an older systemd's (`*`, `` `- ``, no Memory line,
+labels three columns narrower), its SN30 a newer one's with a Drop-In; both end with
+a journal warning ("warning"; "warning_for_users": only for users other than root).
 """
 
 from __future__ import annotations
@@ -19,12 +25,26 @@ from pathlib import Path
 
 UNITS = Path("/etc/aitestbed/units")
 PROC = Path("/proc")
+SLURM_SETTINGS = Path("/etc/slurm/aitestbed.json")
 
 
-def _unit(name: str) -> dict | None:
+def _host_variant() -> str:
+    """The host's Slurm cluster (sn10, sn30, ...), or "" when it has none."""
+    try:
+        return str(json.loads(SLURM_SETTINGS.read_text()).get("cluster", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def _unit(name: str, variant: str | None = None) -> dict | None:
     name = name.removesuffix(".service")
     path = UNITS / f"{name}.json"
-    return {"name": name, **json.loads(path.read_text())} if path.is_file() else None
+    if not path.is_file():
+        return None
+    unit = json.loads(path.read_text())
+    variants = unit.pop("variants", {})
+    chosen = variants.get(_host_variant() if variant is None else variant, {})
+    return {"name": name, **unit, **chosen}
 
 
 def _main_pid(executable: str) -> int | None:
@@ -74,25 +94,43 @@ def timespan(seconds: float) -> str:
     raise AssertionError("unreachable")
 
 
-def status(unit: dict, now: float | None = None) -> tuple[str, int]:
+def status(unit: dict, now: float | None = None, euid: int | None = None) -> tuple[str, int]:
     now = time.time() if now is None else now
+    euid = os.geteuid() if euid is None else euid
+    legacy = bool(unit.get("legacy"))
+    width = 10 if legacy else 12  # the labels' column, right-aligned ("Main PID:")
+    branch = " " * (width + 1) + ("`-" if legacy else "└─")
+
+    def field(label: str, value: str) -> str:
+        return f"{label}:".rjust(width) + f" {value}"
+
     pid = _main_pid(unit["exec"])
-    lines = [f"{'●' if pid else '○'} {unit['name']}.service - {unit['description']}",
-             f"     Loaded: loaded ({unit['unit_file']}; enabled; vendor preset: enabled)"]
+    bullet = "*" if legacy else ("●" if pid else "○")
+    lines = [f"{bullet} {unit['name']}.service - {unit['description']}",
+             field("Loaded", f"loaded ({unit['unit_file']}; enabled; vendor preset: enabled)")]
+    drop_ins = unit.get("drop_ins") or []
+    for directory in sorted({str(Path(d).parent) for d in drop_ins}):
+        lines.append(field("Drop-In", directory))
+        lines += [branch + ", ".join(Path(d).name for d in drop_ins
+                                     if str(Path(d).parent) == directory)]
     if pid is None:
-        lines.append("     Active: inactive (dead)")
+        lines.append(field("Active", "inactive (dead)"))
         return "\n".join(lines), 3
     started = _started(pid)
     since = time.strftime("%a %Y-%m-%d %H:%M:%S %Z", time.localtime(started))
     rss_kb = int((_status_field(pid, "VmRSS") or "0 kB").split()[0])
     limit = (PROC / "sys/kernel/threads-max").read_text().strip()
     comm = (PROC / str(pid) / "comm").read_text().strip()
-    lines += [f"     Active: active (running) since {since}; {timespan(now - started)} ago",
-              f"   Main PID: {pid} ({comm})",
-              f"      Tasks: {_status_field(pid, 'Threads')} (limit: {limit})",
-              f"     Memory: {rss_kb / 1024:.1f}M",
-              f"     CGroup: /system.slice/{unit['name']}.service",
-              f"             └─{pid} {unit['exec']}"]
+    lines += [field("Active", f"active (running) since {since}; {timespan(now - started)} ago"),
+              field("Main PID", f"{pid} ({comm})"),
+              field("Tasks", f"{_status_field(pid, 'Threads')} (limit: {limit})")]
+    if not legacy:
+        lines.append(field("Memory", f"{rss_kb / 1024:.1f}M"))
+    lines += [field("CGroup", f"/system.slice/{unit['name']}.service"),
+              f"{branch}{pid} {unit['exec']}"]
+    warning = unit.get("warning")
+    if warning and not (unit.get("warning_for_users") and euid == 0):
+        lines += ["", f"Warning: {warning}"]
     return "\n".join(lines), 0
 
 
