@@ -162,8 +162,17 @@ class HalfOnCpu:
                     tensor.grad = tensor.grad.half()
 
 
+# Options that say where or how the executable is made, not what it is: a cache
+# filled offline, or by another user with another cache directory, serves any run.
+NOT_IN_KEY = ("executable_cache_dir", "connection_type", "show_compilation_progress_bar",
+              "log_dir", "ipu_version")
+BOW_IPU_VERSION = 2  # the Bow IPU is an Mk2 (GC200) target: what useOfflineIpuTarget says
+
+
 def cache_key(model: torch.nn.Module, inputs: Any, options: Options, training: bool,
               version: str, blocks: dict[str, int] | None = None) -> str:
+    """The executable's name in the cache: the program (model, inputs, options), PopTorch's
+    version and the IPU it is compiled for."""
     digest = hashlib.sha256()
     digest.update(f"{version}|{training}|{model!r}".encode())
     digest.update(json.dumps(sorted((blocks or {}).items())).encode())  # block -> IPU
@@ -171,7 +180,11 @@ def cache_key(model: torch.nn.Module, inputs: Any, options: Options, training: b
         digest.update(f"{name}:{tuple(parameter.shape)}:{parameter.dtype}".encode())
     for tensor in _tensors(inputs):
         digest.update(f"{tuple(tensor.shape)}:{tensor.dtype}".encode())
-    digest.update(json.dumps(options.toDict(), sort_keys=True, default=str).encode())
+    program = {k: v for k, v in options.toDict().items() if k not in NOT_IN_KEY}
+    digest.update(json.dumps(program, sort_keys=True, default=str).encode())
+    target = options._values.get("ipu_version", BOW_IPU_VERSION)
+    if target != BOW_IPU_VERSION:
+        digest.update(f"ipu_version={target}".encode())
     return digest.hexdigest()[:20]
 
 
@@ -240,6 +253,8 @@ def acquire(options: Options, ipus_per_replica: int) -> tuple[int, tuple[int, ..
     if options.ipu_model():
         if options.executable_cache_dir:
             logger.warning("enableExecutableCaching doesn't work with the IPU model")
+        return reserved, ()
+    if options.offline():  # compiled for the target, attached to nothing
         return reserved, ()
     wait = os.environ.get("POPTORCH_WAIT_FOR_IPU") == "1"
     while True:

@@ -129,6 +129,11 @@ class PoplarExecutor:
 
     # -- PopTorch's methods --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # PopTorch's own check, an assert in _poplar_executor.py.
+        if self._options.offline():
+            raise AssertionError("Trying to run a model on an offline device "
+                                 "(ConnectionType.Never): use model.compile(inputs) instead of "
+                                 "model(inputs)")
         self._check_usable()
         options = self._options
         steps = options.device_iterations
@@ -334,7 +339,7 @@ class PoplarExecutor:
             self._model, args, kwargs, micro_args, micro_kwargs, self._options,
             self._training, __version__)
         self._compile_seconds = runtime.clock.now() - before
-        self._attached = True
+        self._attached = not self._options.offline()
         kind = "training" if self._training else "inference"
         graph_report(kind, {"executable": self._executable.__dict__,
                             "options": self._options.toDict()})

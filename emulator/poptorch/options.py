@@ -300,6 +300,13 @@ class Options:
         self._values["connection_type"] = ConnectionType(connection_type)
         return self
 
+    def useOfflineIpuTarget(self, ipu_version: int = 2) -> Options:  # noqa: N802
+        """Compile for an IPU without attaching to one (ConnectionType.Never): the
+        executable goes to the cache, and running the model is refused."""
+        self.connectionType(ConnectionType.Never)
+        self._values["ipu_version"] = int(ipu_version)
+        return self
+
     def setExecutionStrategy(self, strategy: Any) -> Options:  # noqa: N802
         from .blocks import _ExecutionStrategy  # a strategy object, as PopTorch takes
 
@@ -438,7 +445,13 @@ class Options:
     def defaultOutputMode(self) -> bool:  # noqa: N802
         return self._values["output_mode"] == OutputMode.Default
 
+    def offline(self) -> bool:
+        """Compile only, never attach (useOfflineIpuTarget, ConnectionType.Never)."""
+        return self._values["connection_type"] == ConnectionType.Never
+
     def ipu_model(self) -> bool:
+        if self.offline():  # the offline target overrides the IPU Model, as in PopTorch
+            return False
         return self._values["use_ipu_model"] or os.environ.get("POPTORCH_IPU_MODEL") == "1" \
             or os.environ.get("POPTORCH_SMALL_IPU_MODEL") == "1"
 

@@ -18,6 +18,7 @@ from aitestbed.datasets import fashion_mnist, mnist
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
 from aitestbed.host.wheels import build_wheel
+from aitestbed.sambanova import docs as sambanova_docs
 
 
 def say(message: str) -> None:
@@ -123,7 +124,8 @@ def tensorflow_wheels(root: Path, dest: Path) -> Path:
 
 
 def build_sambanova(root: Path | None = None) -> Path:
-    """build/sambanova: the SambaFlow wheel, and the MNIST source for the starters' data."""
+    """build/sambanova: the SambaFlow wheel, the MNIST source for the starters' data, and
+    the documentation PDFs (docs/latest)."""
     root = root or project_root()
     out = _fresh_output(root, "sambanova")
     defaults = _role_defaults(root, "sambaflow")
@@ -133,7 +135,23 @@ def build_sambanova(root: Path | None = None) -> Path:
                 requires=["tqdm"])
     _copy_mnist_source(root, out)
     _copy_fashion_mnist_source(root, out)  # lenet's tutorial trains on it
+    write_sambanova_docs(root, out / "docs" / "latest", version)
     return out
+
+
+def write_sambanova_docs(root: Path, dest: Path, version: str) -> list[Path]:
+    """/software/sambanova/docs/latest: the guide's twelve PDF names, each our own
+    documentation of the emulated SambaFlow (aitestbed.sambanova.docs)."""
+    try:
+        pdfs = sambanova_docs.build_all(lambda path: (root / path).read_text(), version)
+    except (OSError, sambanova_docs.DocsError) as err:
+        raise AitestbedError(f"cannot write the SambaNova documentation: {err}") from None
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in pdfs.items():
+        (dest / name).write_bytes(data)
+        written.append(dest / name)
+    return written
 
 
 def build_kubernetes(root: Path | None = None) -> Path:

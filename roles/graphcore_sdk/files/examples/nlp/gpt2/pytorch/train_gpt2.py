@@ -393,6 +393,8 @@ def build_options(args):
             .useReplicatedTensorSharding(args.replicated_tensor_sharding))
     if args.executable_cache_dir:
         opts.enableExecutableCaching(args.executable_cache_dir)
+    if args.compile_only:  # compile without IPUs; the executable goes to the cache
+        opts.useOfflineIpuTarget()
     return opts
 
 
