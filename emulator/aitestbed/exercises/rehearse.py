@@ -140,7 +140,9 @@ def cerebras_cancel(learner: Learner, v: dict[str, str]) -> None:
 
     def running() -> str | None:
         rows = [line.split() for line in learner.ssh(login, "csctl get jobs").splitlines()]
-        return next((r[0] for r in rows if "name=cancel_me" in r and "RUNNING" in r), None)
+        # The LABELS column: `name=cancel_me,user=<learner>` (the appliance adds user=).
+        return next((r[0] for r in rows if "RUNNING" in r
+                     and any("name=cancel_me" in field.split(",") for field in r)), None)
 
     name = wait_for(running, 180, POLL, "the job to show RUNNING in `csctl get jobs`",
                     error=StepError)
