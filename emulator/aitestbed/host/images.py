@@ -173,6 +173,8 @@ def build_host_artifacts() -> None:
     """What the roles copy from the host: the wheelhouse and the vendor SDKs' files.
     Reproducible, so a rebuild equals the images' copies and site.yml changes nothing."""
     build_wheelhouse()
+    say("the vendor SDKs' files (TensorFlow's wheels for the Graphcore hosts: about 220 MB, "
+        "downloaded once into build/downloads)")
     build_graphcore()
     build_sambanova()
     build_cerebras()

@@ -21,10 +21,6 @@ from aitestbed.host.wheels import build_wheel
 from aitestbed.sambanova import docs as sambanova_docs
 
 
-def say(message: str) -> None:
-    print(f"aitestbed: {message}", file=sys.stderr, flush=True)
-
-
 def _fresh_output(root: Path, vendor: str) -> Path:
     out = root / "build" / vendor
     shutil.rmtree(out, ignore_errors=True)
@@ -97,8 +93,6 @@ def tensorflow_wheels(root: Path, dest: Path) -> Path:
     cache = root / "build" / "downloads" / "graphcore-tensorflow"
     requirements = root / TENSORFLOW_REQUIREMENTS
     cache.mkdir(parents=True, exist_ok=True)
-    say("downloading TensorFlow 2.13.1 and its dependencies for the Graphcore hosts "
-        "(about 220 MB, once)")
     try:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q",
                         "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
