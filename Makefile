@@ -56,11 +56,11 @@ status: venv
 # cluster is brought up. (The MNIST archive a few of them use is fetched into
 # build/downloads on first use, the same cache the image build fills.)
 test: venv engine
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -n auto tests/unit
 	$(BIN)/pytest --durations=15 tests/cluster
 
 test-unit: venv
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -n auto tests/unit
 
 test-cluster: venv engine
 	$(BIN)/pytest --durations=15 tests/cluster

@@ -20,7 +20,7 @@ from aitestbed.host.inventory import ansible_source, parse_systems
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.jobrun import report as jobrun_report
 from aitestbed.host.naming import check_cluster_name, container_name
-from aitestbed.host.playbook import run_playbook
+from aitestbed.host.playbook import copies_host_artifacts, run_playbook
 from aitestbed.host.state import ClusterState, practice_user_name
 
 DEFAULT_CLUSTER = "aitestbed"
@@ -295,7 +295,8 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     state = _state(ctx)
     record = state.load()
     topology = load_inventory(record.profile, record.systems)
-    images.build_host_artifacts()  # the roles copy them
+    if copies_host_artifacts(playbook):
+        images.build_host_artifacts()  # the roles copy them
     # localhost: the account playbooks record requests in the state directory first.
     # An inventory file kept outside the project reads the project's group_vars.
     profile = ansible_source(topology.inventory_path, state.root / "profile-inventory")

@@ -114,10 +114,12 @@ def test_lenet_compile_test_and_run_with_srun(cluster, starters):
 
 
 def test_lenet_with_sbatch_and_output_log(cluster, starters):
+    """The guide's batch script; its run line stops the epoch early (the srun test above
+    trains the whole epoch: this one is about sbatch and the output file)."""
     rc, out = on_node(cluster, SN30, f"""set -e
 {LENET_VENV}
 cd {STARTERS}/lenet
-{guide.LENET_SCRIPT}
+{guide.lenet_job_script("--max-steps 2000")}
 mkdir -p pef/lenet
 sbatch --wait --output=pef/lenet/output.log submit-lenet-job.sh
 cat pef/lenet/output.log""")

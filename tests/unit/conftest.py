@@ -20,10 +20,15 @@ def mnist_dir(tmp_path_factory):
     image build reuse it.
     """
     from aitestbed.datasets import mnist
+    from aitestbed.host.inventory import project_root
     from aitestbed.host.sdk_artifacts import mnist_source
+    from filelock import FileLock
 
+    downloads = project_root() / "build" / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
     try:
-        tarball = mnist_source()
+        with FileLock(downloads / ".unit-tests.lock"):  # xdist's workers: one fetches
+            tarball = mnist_source()
     except (OSError, mnist.DatasetError) as err:
         pytest.fail(f"cannot fetch the MNIST source archive {mnist.SOURCE_URL} into "
                     f"build/downloads: {err}", pytrace=False)

