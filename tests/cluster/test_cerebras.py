@@ -106,6 +106,23 @@ def test_fc_mnist_runs_on_the_wafer_scale_cluster(smoketest):
     assert re.search(r"Processed 4000 sample\(s\) in [\d.]+ seconds\.", smoketest)
 
 
+def test_tensorboard_reads_the_runs_summaries_in_model_dir(cluster, smoketest):
+    """The modelzoo writes TensorBoard event files in <model_dir>/train; TensorBoard's own
+    reader, on the login node, finds the loss of each logged step (50 to 1000)."""
+    reader = ("from tensorboard.backend.event_processing.event_accumulator import "
+              "EventAccumulator\n"
+              "run = EventAccumulator('model_dir/train')\nrun.Reload()\n"
+              "print(sorted(run.Tags()['scalars']))\n"
+              "print([s.step for s in run.Scalars('loss')])")
+    rc, out = cluster.run(LOGIN, f"cd {FC_MNIST} && python3 -c {shlex.quote(reader)} "
+                                 "2>/dev/null && tensorboard --version 2>/dev/null")
+    assert rc == 0, out
+    tags, steps, version = out.strip().splitlines()[-3:]
+    assert tags == "['avg_samples_per_sec', 'local_samples_per_sec', 'loss']"
+    assert steps == str(list(range(50, 1001, 50)))
+    assert version == "2.13.0"
+
+
 def test_the_run_leaves_its_model_dir_and_log(cluster, smoketest):
     rc, out = cluster.run(LOGIN, f"cd {FC_MNIST} && ls model_dir && ls -l model_dir/cerebras_logs "
                                  "&& test -s mytest.log")
@@ -261,7 +278,9 @@ def test_killed_scheduler_and_agent_leave_nothing_stuck(cluster, release_2_1_1):
 
 
 def test_a_job_whose_client_died_is_cancelled(cluster, release_2_1_1):
-    start_run(cluster, "orphan", scale=1)
+    # Half the real pace: the execute job (about 85 s of device time) still runs when the
+    # 30 s without heartbeats are up; the compile waits 30 s, not 60.
+    start_run(cluster, "orphan", scale=0.5)
     job = wait_for(lambda: execute_job_of(cluster, "orphan", "RUNNING"), 240, POLL, "RUNNING")
     cluster.run(LOGIN, "pkill -9 -f 'name=orphan'")
     cancelled = wait_for(lambda: (lambda j: j if j["status"]["phase"] == "CANCELLED" else None)(

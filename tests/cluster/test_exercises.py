@@ -12,6 +12,9 @@ import uuid
 
 import pytest
 import yaml
+from aitestbed.exercises import guide
+from aitestbed.exercises.checks import http_get
+from aitestbed.host.driver import wait_for
 
 LOGIN, GC_LOGIN, GC_NODE, SN_LOGIN, SN_NODE = ("cer-login-01", "gc-login-01", "gc-poplar-02",
                                                "sambanova", "sn30-r1-h1")
@@ -102,7 +105,7 @@ def test_port_forwarding_reaches_the_server_on_the_sambanova_node(cluster):
     if subprocess.run(["ss", "-Hltn", "sport = :16006"], capture_output=True,
                       text=True).stdout.strip():
         pytest.skip("port 16006 is in use on this machine")
-    server = "python3 -m http.server 6006"
+    server = guide.SERVER  # the guide's tensorboard line
     hop = f"ssh -N -f -L localhost:16006:localhost:6006 {SN_NODE}"
     def control(action: str) -> subprocess.CompletedProcess:
         """Ask the shared connection to the login node to open or close the tunnel."""
@@ -114,13 +117,14 @@ def test_port_forwarding_reaches_the_server_on_the_sambanova_node(cluster):
     try:
         opened = control("forward")
         assert opened.returncode == 0, opened.stderr
+        wait_for(lambda: http_get("http://127.0.0.1:16006/"), 60, 1.0, "TensorBoard to start")
         result = exercise(cluster, "check", "port-forwarding")
         assert result.returncode == 0, result.stdout
         assert f"127.0.0.1:16006 serves what {SN_NODE} serves" in result.stdout
     finally:
         control("cancel")
         cluster.run(SN_LOGIN, f"kill $(pgrep -u $(id -u) -xf {shlex.quote(hop)}); ssh {SN_NODE} "
-                              f"'kill $(pgrep -u $(id -u) -xf \"{server}\")'")
+                              f"'pkill -u $(id -u) -f \"{server}\"'")
 
 
 def test_a_user_who_did_nothing_gets_a_hint_for_everything(cluster, newcomer):

@@ -1,9 +1,9 @@
 """`git clone` of the guide's example repositories answers on every node class users clone on.
 
-The plays are read as Ansible applies them (their `when` evaluated by Ansible's engine for
-each node class), and the mirror tasks' git settings, rendered the same way, are handed to
-real git with only the file protocol allowed: a clone that was not redirected to the
-mirror fails instead of reaching the network.
+The plays are read as Ansible applies them (their node-class groups, their `when`
+evaluated by Ansible's engine for each node class), and the mirror tasks' git settings,
+rendered the same way, are handed to real git with only the file protocol allowed: a
+clone that was not redirected to the mirror fails instead of reaching the network.
 """
 
 from __future__ import annotations
@@ -33,11 +33,19 @@ def _applies(when: str | None, node_class: str) -> bool:
     return bool(templar.template(trust_as_template("{{ " + when + " }}")))
 
 
+def _targets(hosts: str, node_class: str) -> bool:
+    """A play's host pattern: all, or the node-class groups (plays/node-classes.yml)."""
+    return hosts == "all" or f"class_{node_class}" in hosts.split(":")
+
+
 def task_files(playbook: str, node_class: str) -> set[tuple[str, str]]:
     """(role, tasks file) pairs a play of playbooks/<playbook> runs on that class."""
     found = set()
     for play in yaml.safe_load((PLAYBOOKS / playbook).read_text()):
+        if "hosts" not in play or not _targets(play["hosts"], node_class):
+            continue  # an import, or a play for other classes
         for role in play.get("roles", []):
+            role = {"role": role} if isinstance(role, str) else role
             if _applies(role.get("when"), node_class):
                 found.add((role["role"], "main"))
                 found.update((dep, "main") for dep in _dependencies(role["role"]))

@@ -380,7 +380,7 @@ def test_port_forwarding_without_the_tunnel():
 def test_port_forwarding_without_a_server():
     missing = todo(checks.port_forwarding(context(FakeProbe(), http_get=lambda url: None)))
     assert len(missing) == 2
-    assert "python3 -m http.server 6006" in missing[0].hint
+    assert "tensorboard --logdir /logs --port 6006" in missing[0].hint
 
 
 def test_port_forwarding_to_another_users_server():

@@ -15,6 +15,7 @@ import torch
 import yaml
 
 from . import modelzoo_release
+from .test_cstorch_trainer import events
 
 pytestmark = pytest.mark.unit
 
@@ -65,6 +66,13 @@ def test_cpu_training_really_trains(tmp_path, mnist_dir):
     assert set(state) == {"model", "optimizer", "lr_scheduler", "grad_scaler", "dataloader",
                           "global_step", "__metadata__"}
     assert state["global_step"] == 300
+    # TensorBoard's event files in <model_dir>/train: the file version, then the loss and
+    # the two rates at each of the six logged steps.
+    (event_file,) = (tmp_path / "md" / "train").glob("events.out.tfevents.*")
+    records = events(event_file)
+    assert len(records) == 1 + 6 * 3
+    assert sum(b"loss" in r for r in records) == 6
+    assert sum(b"avg_samples_per_sec" in r for r in records) == 6
     again = run_py(tmp_path, "CPU", "-p", params, "-m", "train", "-o", tmp_path / "md",
                    "--max_steps", 300)
     assert again.returncode == 1

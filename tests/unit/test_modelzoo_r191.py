@@ -16,6 +16,7 @@ import torch
 import yaml
 
 from . import modelzoo_release
+from .test_cstorch_trainer import events
 
 pytestmark = pytest.mark.unit
 
@@ -73,6 +74,9 @@ def test_csx_run_prints_the_r19_lines_and_model_dir(tmp_path, mnist_dir):
     assert "Checkpoint autoloading" not in out and "Compile was successful!" in out
     assert (model_dir / "checkpoint_100.mdl").is_file()
     assert (model_dir / "cerebras_logs").is_dir()
+    # The CSX run's summaries come back with the job's files: the loss at steps 50 and 100.
+    (event_file,) = (model_dir / "train").glob("events.out.tfevents.*")
+    assert [b"loss" in r for r in events(event_file)] == [False, True, True]
     saved = yaml.safe_load((model_dir / "train" / "params_train.yaml").read_text())
     assert saved["runconfig"]["max_steps"] == 100 and saved["train_input"]["batch_size"] == 128
     logs = [p.name for p in model_dir.iterdir() if re.fullmatch(r"run_\d{8}_\d{6}\.log", p.name)]

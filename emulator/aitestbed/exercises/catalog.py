@@ -105,15 +105,13 @@ EXERCISES: tuple[Exercise, ...] = (
     ), checks.data_transfer),
     Exercise("port-forwarding", "Port forwarding to a SambaNova node, as for TensorBoard",
              "sambanova", (
-        "TensorBoard is not part of this emulated stack: a small web server on port "
-        f"{checks.SERVER_PORT} plays it.",
         f"ssh -F {{ssh_config}} -N -f -L localhost:{checks.LOCAL_PORT}:localhost:"
         f"{checks.LOCAL_PORT} {{sn_login}}",
         "ssh -F {ssh_config} {sn_login}",
         f"ssh -N -f -L localhost:{checks.LOCAL_PORT}:localhost:{checks.SERVER_PORT} {{sn_node}}",
         "ssh {sn_node}",
-        f"cd ~ && {guide.SERVER}   (in place of: tensorboard --logdir /logs --port "
-        f"{checks.SERVER_PORT})",
+        f"cd ~ && {guide.SERVER}   (or --logdir a directory of event files: LeNet's "
+        "checkpoints, a modelzoo run's model_dir)",
         f"On this machine, browse or curl http://localhost:{checks.LOCAL_PORT}",
     ), checks.port_forwarding),
 )

@@ -509,7 +509,7 @@ def port_forwarding(ctx: Context) -> list[Criterion]:
     nodes = ctx.nodes.hop.get("sambanova", [])
     serving = [n for n in nodes if _listener(ctx, n)]
     criteria = [Criterion(
-        f"a server of yours (TensorBoard's stand-in) listening on port {SERVER_PORT} of a "
+        f"a server of yours (TensorBoard) listening on port {SERVER_PORT} of a "
         "SambaNova node", bool(serving),
         f"on {{sn_node}}: cd ~ && {guide.SERVER}",
         f"on {serving[0]}" if serving else "")]

@@ -228,7 +228,8 @@ def with_arguments(workflow: Workflow, command: str, arguments: str) -> Workflow
                        for c in step) for step in workflow)
 
 
-# Port forwarding to a SambaNova node (seed 002), a web server in TensorBoard's place ---------
+# Port forwarding to a SambaNova node (seed 002), TensorBoard on the node ---------------------
 SERVER_PORT = 6006
 LOCAL_PORT = 16006
-SERVER = f"python3 -m http.server {SERVER_PORT}"
+# The guide's line (on the node, in a venv; TensorBoard serves even when /logs is absent).
+SERVER = f"tensorboard --logdir /logs --port {SERVER_PORT}"

@@ -233,7 +233,7 @@ def stop_port_forwarding(learner: Learner, v: dict[str, str]) -> None:
     learner.control(login, "cancel", "-L", forward)
     hop = f"ssh -N -f -L localhost:{guide.LOCAL_PORT}:localhost:{guide.SERVER_PORT} {node}"
     learner.ssh(login, f"kill $(pgrep -u $(id -u) -xf {shlex.quote(hop)}) 2>/dev/null; "
-                       f"ssh {node} 'kill $(pgrep -u $(id -u) -xf \"{guide.SERVER}\")' "
+                       f"ssh {node} 'pkill -u $(id -u) -f \"{guide.SERVER}\"' "
                        "2>/dev/null; true")
 
 

@@ -35,6 +35,7 @@ from aitestbed.host.sdk_artifacts import (
     build_graphcore,
     build_kubernetes,
     build_sambanova,
+    build_tensorboard,
 )
 
 ENTRYPOINT = ["/usr/bin/tini", "--"]
@@ -133,6 +134,7 @@ def node_os_tag(client: docker.DockerClient, base: str) -> str:
 # What a class image is made from (beside the OS layer): its tag is a hash of these.
 CLASS_INPUTS = ("roles", "playbooks", "deploy", "emulator", "pyproject.toml",
                 "images/cluster-requirements.txt", "images/graphcore-tensorflow-requirements.txt",
+                "images/tensorboard-requirements.txt",
                 "inventory/group_vars/all.yml")
 
 
@@ -173,12 +175,13 @@ def build_host_artifacts() -> None:
     """What the roles copy from the host: the wheelhouse and the vendor SDKs' files.
     Reproducible, so a rebuild equals the images' copies and site.yml changes nothing."""
     build_wheelhouse()
-    say("the vendor SDKs' files (TensorFlow's wheels for the Graphcore hosts: about 220 MB, "
-        "downloaded once into build/downloads)")
+    say("the vendor SDKs' files and TensorBoard (TensorFlow's wheels for the Graphcore hosts "
+        "and TensorBoard's: about 220 MB, downloaded once into build/downloads)")
     build_graphcore()
     build_sambanova()
     build_cerebras()
     build_kubernetes()
+    build_tensorboard()
 
 
 def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict[str, str]:

@@ -87,13 +87,29 @@ def build_graphcore(root: Path | None = None) -> Path:
 
 
 TENSORFLOW_REQUIREMENTS = Path("images") / "graphcore-tensorflow-requirements.txt"
+TENSORBOARD_REQUIREMENTS = Path("images") / "tensorboard-requirements.txt"
 
 
 def tensorflow_wheels(root: Path, dest: Path) -> Path:
-    """TensorFlow's pinned wheels (hash-checked), downloaded once into build/downloads and
-    linked into dest. A cache whose files match every pin's hash is used as it is."""
-    cache = root / "build" / "downloads" / "graphcore-tensorflow"
-    requirements = root / TENSORFLOW_REQUIREMENTS
+    """TensorFlow's pinned wheels, for the Graphcore hosts' TensorFlow, linked into dest."""
+    return pinned_wheels(root, root / TENSORFLOW_REQUIREMENTS, dest)
+
+
+def build_tensorboard(root: Path | None = None) -> Path:
+    """build/tensorboard: TensorBoard's pinned wheels and their list (roles/common installs
+    them on the hosts users work on)."""
+    root = root or project_root()
+    out = _fresh_output(root, "tensorboard")
+    pinned_wheels(root, root / TENSORBOARD_REQUIREMENTS, out / "wheels")
+    shutil.copy2(root / TENSORBOARD_REQUIREMENTS, out / "requirements.txt")
+    return out
+
+
+def pinned_wheels(root: Path, requirements: Path, dest: Path) -> Path:
+    """The wheels a hash-pinned requirements file names, downloaded once into
+    build/downloads/wheels and linked into dest. A cache whose files match every pin's hash
+    is used as it is (no index is asked)."""
+    cache = root / "build" / "downloads" / "wheels"
     cache.mkdir(parents=True, exist_ok=True)
     wheels = verified_wheels(cache, requirements)
     if wheels is None:

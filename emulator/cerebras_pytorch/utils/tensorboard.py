@@ -1,7 +1,7 @@
 """cstorch.utils.tensorboard.SummaryWriter: scalars in TensorBoard's event files.
 
 The files are real TensorBoard event files (records of Event protocol buffers,
-CRC-32C framed), encoded here because the tensorboard package is not installed.
+CRC-32C framed), encoded here: a venv without the tensorboard package writes them too.
 Scalars and tensors' summary values are written. Inside an appliance job the file
 goes to the client with the job's other files (the worker does not write the
 user's directories), at each flush; elsewhere records are appended as they come.

@@ -5,7 +5,9 @@
     srun python lenet.py test --pef="pef/lenet/lenet.pef"
 
 `run` trains for real on MNIST (copied from the node's local dataset: the system is
-offline), printing the running loss every step, then the test accuracy.
+offline), printing the running loss every step, then the test accuracy. The running loss
+(every 100 steps) and the test accuracy also go to TensorBoard event files in
+--log-path (default: checkpoints): `tensorboard --logdir checkpoints --port 6006`.
 """
 
 import argparse
@@ -20,6 +22,9 @@ from sambaflow.samba.utils.argparser import parse_app_args
 from sambaflow.samba.utils.dataset import mnist
 from sambaflow.samba.utils.pef_utils import get_pefmeta
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+SUMMARY_STEPS = 100  # the running loss goes to TensorBoard every this many steps
 
 
 class LeNet(nn.Module):
@@ -99,6 +104,7 @@ def train(args: argparse.Namespace, model: nn.Module) -> None:
     train_loader = prepare_dataloader(args, train_images, train_labels)
     total_step = len(train_loader)
     stop = min(total_step, args.max_steps) if args.max_steps else total_step
+    writer = summary_writer(args)
     start = samba.session.device_time()
     for epoch in range(args.num_epochs):
         if isinstance(train_loader.sampler, DistributedSampler):
@@ -118,6 +124,8 @@ def train(args: argparse.Namespace, model: nn.Module) -> None:
             if args.local_rank <= 0:
                 print(f'Epoch [{epoch + 1}/{args.num_epochs}], Step [{i + 1}/{total_step}], '
                       f'Loss: {total_loss / (i + 1):.4f}')
+            if writer is not None and ((i + 1) % SUMMARY_STEPS == 0 or i + 1 == stop):
+                writer.add_scalar('train/loss', total_loss / (i + 1), epoch * stop + i + 1)
     seconds = samba.session.device_time() - start
     if args.measure_train_performance and args.local_rank <= 0:
         samples = args.num_epochs * stop * args.batch_size * samba.session.world_size
@@ -134,6 +142,23 @@ def train(args: argparse.Namespace, model: nn.Module) -> None:
     if args.local_rank <= 0:
         print(f'Test Accuracy: {100.0 * correct / len(test_labels):.2f} '
               f'Loss: {total_loss / len(test_labels):.4f}')
+    if writer is not None:
+        writer.add_scalar('test/accuracy', 100.0 * correct / len(test_labels),
+                          args.num_epochs * stop)
+        writer.close()
+
+
+def summary_writer(args: argparse.Namespace):
+    """TensorBoard's writer into --log-path (the first rank's only), or None without
+    TensorBoard (the nodes have it)."""
+    if args.local_rank > 0:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        print(f'[WARNING] TensorBoard is not installed: no event files in {args.log_path}')
+        return None
+    return SummaryWriter(log_dir=args.log_path)
 
 
 def test(args: argparse.Namespace, model: nn.Module, inputs: tuple[samba.SambaTensor, ...],

@@ -12,7 +12,8 @@ cerebras_pytorch.appliance.run_program). It logs as R1.9's PyTorch runners did:
 
 and returns {"samples": S, "seconds": T}, as the appliance's execute job does.
 Checkpoints are model_dir/checkpoint_<step>.mdl; there is no autoloading (a run
-starts from --checkpoint_path, or from scratch).
+starts from --checkpoint_path, or from scratch). The loss of each logged training step
+goes to TensorBoard event files in model_dir/train (`tensorboard --logdir <model_dir>`).
 """
 
 from __future__ import annotations
@@ -123,9 +124,11 @@ def run_pytorch_train(params: dict, model_fn, train_data_fn) -> dict:
         raise RunError(f"Global step {global_step} already exceeds max step {steps}.")
     log_steps = int(runconfig.get("log_steps") or 1)
     checkpoint_steps = min(int(runconfig.get("checkpoint_steps") or steps), steps)
+    writer = cstorch.utils.tensorboard.SummaryWriter(
+        log_dir=os.path.join(runconfig["model_dir"], "train"))
     executor = cstorch.utils.data.DataExecutor(
         dataloader, num_steps=steps - global_step, checkpoint_steps=checkpoint_steps,
-        cs_config=_cs_config(runconfig))
+        cs_config=_cs_config(runconfig), writer=writer)
     max_gradient_norm = params.get("optimizer", {}).get("max_gradient_norm")
     started = time.monotonic()
 
@@ -153,6 +156,7 @@ def run_pytorch_train(params: dict, model_fn, train_data_fn) -> dict:
         _check_loss(value)
         if not (step % log_steps == 0 or executor.on_final_iteration):
             return
+        writer.add_scalar("loss", value, step)
         if backend.is_csx:
             logging.info(f"| Train Device={device}, Step={step}, Loss={value:.5f}, "
                          f"Rate={executor.profiler.rate():.2f} samples/sec, "

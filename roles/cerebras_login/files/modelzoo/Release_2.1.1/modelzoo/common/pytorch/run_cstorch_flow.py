@@ -3,6 +3,9 @@
 run_cstorch_flow(params, model_fn, train_data_fn, eval_data_fn) runs where the
 model trains: on this machine for CPU, on the appliance's worker for CSX (see
 cerebras_pytorch.appliance.run_program). Paths in params are absolute by then.
+The loss and the rates of each logged step go to TensorBoard event files in
+<model_dir>/train (and the evaluation's in <model_dir>/eval), or runconfig's summary_dir:
+`tensorboard --logdir <model_dir>` shows them.
 """
 
 from __future__ import annotations
@@ -123,6 +126,12 @@ def _check_loss(loss: float) -> None:
             "NaN loss detected. Please try a different learning rate or loss scaling.")
 
 
+def _writer(runconfig: dict, mode: str):
+    """The run's TensorBoard writer: <model_dir>/<mode>, or runconfig's summary_dir."""
+    log_dir = runconfig.get("summary_dir") or os.path.join(runconfig["model_dir"], mode)
+    return cstorch.utils.tensorboard.SummaryWriter(log_dir=log_dir)
+
+
 def run_cstorch_train(params: dict, model_fn, train_data_fn) -> None:
     runconfig = params["runconfig"]
     backend = _backend(runconfig)
@@ -142,9 +151,10 @@ def run_cstorch_train(params: dict, model_fn, train_data_fn) -> None:
         raise RunError(f"Global step {global_step} already exceeds max step {steps}.")
     log_steps = int(runconfig.get("log_steps") or 1)
     checkpoint_steps = min(int(runconfig.get("checkpoint_steps") or steps), steps)
+    writer = _writer(runconfig, "train")
     executor = cstorch.utils.data.DataExecutor(
         dataloader, num_steps=steps - global_step, checkpoint_steps=checkpoint_steps,
-        cs_config=_cs_config(runconfig))
+        cs_config=_cs_config(runconfig), writer=writer)
 
     max_gradient_norm = params.get("optimizer", {}).get("max_gradient_norm")
 
@@ -174,6 +184,9 @@ def run_cstorch_train(params: dict, model_fn, train_data_fn) -> None:
             logging.info(f"| Train Device={backend.device}, Step={step}, Loss={value:.5f}, "
                          f"Rate={executor.profiler.rate():.2f} samples/sec, "
                          f"GlobalRate={executor.profiler.global_rate():.2f} samples/sec")
+            writer.add_scalar("loss", value, step)
+            writer.add_scalar("local_samples_per_sec", executor.profiler.rate(), step)
+            writer.add_scalar("avg_samples_per_sec", executor.profiler.global_rate(), step)
 
     @cstorch.checkpoint_closure
     def save_checkpoint(step):
@@ -209,8 +222,9 @@ def run_cstorch_eval(params: dict, model_fn, eval_data_fn) -> None:
     dataloader = cstorch.utils.data.DataLoader(eval_data_fn, params)
     steps = int(runconfig.get("eval_steps") or len(dataloader))
     log_steps = int(runconfig.get("log_steps") or 1)
+    writer = _writer(runconfig, "eval")
     executor = cstorch.utils.data.DataExecutor(dataloader, num_steps=steps,
-                                               cs_config=_cs_config(runconfig))
+                                               cs_config=_cs_config(runconfig), writer=writer)
     losses: list[float] = []
 
     @cstorch.trace
@@ -231,6 +245,8 @@ def run_cstorch_eval(params: dict, model_fn, eval_data_fn) -> None:
     for step, batch in enumerate(executor, start=1):
         post_eval_step(step, eval_step(batch))
     logging.info(f"Avg Eval Loss: {sum(losses) / len(losses)}")
+    writer.add_scalar("loss", sum(losses) / len(losses), len(losses))
+    writer.flush()
     logging.info("Evaluation completed successfully!")
     logging.info(f"Processed {executor.profiler.total_samples} sample(s) in "
                  f"{executor.profiler.total_time} seconds.")
