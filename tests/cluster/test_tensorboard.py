@@ -38,7 +38,7 @@ def lenet_run(cluster):
 rm -rf {RUN_DIR} && cp -r /opt/sambaflow/apps/starters/lenet {RUN_DIR} && cd {RUN_DIR}
 source /opt/sambaflow/apps/starters/lenet/venv/bin/activate
 srun python lenet.py compile -b=1 --pef-name=lenet --output-folder=pef > /dev/null
-srun python lenet.py run --pef=pef/lenet/lenet.pef --max-steps 300 | tail -n 1
+srun python lenet.py run --pef=pef/lenet/lenet.pef --max-steps 300 | grep "^Test Accuracy"
 ls checkpoints""")
     assert rc == 0, out
     return out
