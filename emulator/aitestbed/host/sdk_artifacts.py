@@ -6,6 +6,7 @@ build/<vendor>/ and the roles copy them. Downloads are cached in build/downloads
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -165,8 +166,16 @@ def verified_wheels(cache: Path, requirements: Path) -> list[Path] | None:
 
 
 def _sha256(path: Path) -> str:
+    """The file's sha256, read once per process for a given size and mtime (TensorFlow's and
+    TensorBoard's lists pin 16 of the same wheels)."""
+    stat = path.stat()
+    return _sha256_of(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.cache
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as stream:
+    with open(path, "rb") as stream:
         for chunk in iter(lambda: stream.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
