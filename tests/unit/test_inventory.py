@@ -92,7 +92,8 @@ def test_systems_subset():
 
 
 def test_unknown_profile_system_and_node_are_refused(mini):
-    with pytest.raises(AitestbedError, match="unknown profile 'huge'.*alcf, mini"):
+    with pytest.raises(AitestbedError,
+                       match="unknown profile 'huge'.*alcf, alcf-2026, alcf-2026-mini, mini"):
         inventory.load("huge")
     with pytest.raises(AitestbedError, match="unknown system 'cray'"):
         inventory.parse_systems("graphcore,cray")

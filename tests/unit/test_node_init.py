@@ -25,6 +25,7 @@ def node_root(tmp_path, monkeypatch):
     """node-init's sshd destinations under tmp_path."""
     monkeypatch.setattr(init, "ACCESS_DROPIN", tmp_path / "sshd_config.d" / "50-access.conf")
     monkeypatch.setattr(init, "OATH_DIR", tmp_path / "oath" / "users")
+    monkeypatch.setattr(init, "MFA_DROPIN", tmp_path / "sshd_config.d" / "40-mfa.conf")
     return tmp_path
 
 
@@ -135,3 +136,19 @@ def test_runtime_dirs_are_tmpfiles_d_directories_under_run():
         "/run/sshd": (0o755, "root", "root"),
         "/run/mysqld": (0o755, "mysql", "mysql"),
     }
+
+
+def test_a_user_node_of_the_login_image_asks_no_passcode(isolated_state, node_root, configure):
+    """The CS-3 cluster's user nodes share the login nodes' image (which asks for a
+    passcode); node-init drops that for them: they are reached from a login node."""
+    topology = inventory.load("alcf-2026-mini")
+    cluster = state.ClusterState("c26")
+    record = state.ClusterRecord(name="c26", profile="alcf-2026-mini", inventory="",
+                                 systems=None, user="alice", ports={})
+    cluster.save(record)
+    cluster.prepare(topology, record)
+    for name, asks in (("cer-login-04", True), ("cer-anl-net001-us-sr01", False)):
+        init.MFA_DROPIN.parent.mkdir(parents=True, exist_ok=True)
+        init.MFA_DROPIN.write_text("AuthenticationMethods keyboard-interactive\n")
+        configure(cluster, name)
+        assert init.MFA_DROPIN.exists() == asks, name

@@ -17,10 +17,22 @@ from aitestbed.cerebras.kubeapi import NAMESPACE, Credentials
 
 USERNODE_CONFIG = Path(os.environ.get("CEREBRAS_CSCONFIG", "/opt/cerebras/config_v2"))
 CREDENTIALS_ROOT = Path("/etc/cerebras/credentials")
+# What this cluster is (node_setup writes it on every Cerebras node from the inventory):
+# release, system_model (CS-2, CS-3), systems, management_node, support (the servers
+# around the systems) and max_execute.
+CLUSTER_SETTINGS = Path("/etc/cerebras/cluster.json")
 
 
 class ConfigError(Exception):
     pass
+
+
+def cluster_settings(path: Path | None = None) -> dict:
+    """The cluster's settings, or {} where none were written (an older node)."""
+    try:
+        return json.loads((path or CLUSTER_SETTINGS).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def current_user() -> str:

@@ -36,7 +36,7 @@ WEIGHT_BYTES_PER_PARAMETER = 2 + 4  # fp16 weight + fp32 gradient
 ACTIVATION_BYTES_PER_UNIT = 16  # ~8 live fp16 values per hidden unit, token and sample
 USABLE_FRACTION = 0.9
 
-KINDS = ("fc_mnist", "bert", "gptj", "generic")
+KINDS = ("fc_mnist", "bert", "gptj", "gpt3", "generic")
 
 
 class WaferOutOfMemoryError(OutOfMemoryError):
@@ -91,12 +91,12 @@ def activation_bytes(workload: Workload, num_csx: int = 1) -> int:
             * workload.seq_len * workload.hidden_size)
 
 
-def usable_bytes() -> int:
-    return int(WSE2.memory_bytes * USABLE_FRACTION)
+def usable_bytes(system: SystemSpec = CS2) -> int:
+    return int(system.chip.memory_bytes * USABLE_FRACTION)
 
 
 def wafer_bytes(workload: Workload, num_csx: int = 1) -> int:
-    """SRAM one CS-2 needs for this workload under weight streaming."""
+    """SRAM one system's wafer needs for this workload under weight streaming."""
     return weight_bytes(workload) + activation_bytes(workload, num_csx)
 
 
@@ -104,17 +104,20 @@ def _gb(size: int) -> str:
     return f"{size / 1e9:.1f} GB"
 
 
-def check_fit(workload: Workload, num_csx: int = 1) -> int:
-    """The bytes the program needs on each wafer, or WaferOutOfMemoryError."""
+def check_fit(workload: Workload, num_csx: int = 1, system: SystemSpec = CS2) -> int:
+    """The bytes the program needs on each wafer of `system` (CS2, or cs3.CS3), or
+    WaferOutOfMemoryError."""
     needed = wafer_bytes(workload, num_csx)
-    if needed > usable_bytes():
+    chip = system.chip
+    if needed > usable_bytes(system):
         raise WaferOutOfMemoryError(
-            f"The model does not fit on the CS-2 wafer: it needs {_gb(needed)} of SRAM per "
-            f"system ({_gb(weight_bytes(workload))} for the largest layer's "
+            f"The model does not fit on the {system.name} wafer: it needs {_gb(needed)} of "
+            f"SRAM per system ({_gb(weight_bytes(workload))} for the largest layer's "
             f"{workload.largest_layer_parameters:,} weights and their gradients, "
             f"{_gb(activation_bytes(workload, num_csx))} for the activations of "
             f"{batch_per_system(workload, num_csx)} sample(s) per system), but only "
-            f"{_gb(usable_bytes())} of the {_gb(WSE2.memory_bytes)} on the wafer "
-            f"({WSE2.cores:,} cores x 48 KB) are available to it. Reduce the layer sizes "
-            "or the batch size, or spread the batch over more systems with --num_csx.")
+            f"{_gb(usable_bytes(system))} of the {_gb(chip.memory_bytes)} on the wafer "
+            f"({chip.cores:,} cores x {chip.memory_per_core // 1024} KB) are available to it. "
+            "Reduce the layer sizes or the batch size, or spread the batch over more "
+            "systems with --num_csx.")
     return needed

@@ -6,11 +6,13 @@ What it installs comes from the cluster's state directory (aitestbed.host.kube_p
   agent nodes      /etc/kubernetes/agent/
   /n1 holders      /n1/wsjob and its workdir/<namespace> owned by root (the agent, root,
                    makes each job's dir there: the workloads must not be able to
-                   swap it for a link), compile_root owned by the service user
+                   swap it for a link), compile_root owned by the service user,
+                   users/ (root's; release 2.10's per-user compile dirs, made by the agent)
   login nodes      /opt/cerebras/config_v2, each user's credentials in
                    /etc/cerebras/credentials/<user>/ (that user only), and pip's
                    configuration (the Cerebras wheels; PyPI is out of reach)
-  every node       links /software/cerebras/{python3.8,dataset} into the image
+  every node       /etc/cerebras/cluster.json (release, system model, systems, support
+                   servers), links /software/cerebras/{python3.8,dataset} into the image
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import pwd
 import shutil
 from pathlib import Path
 
-from aitestbed.cerebras.config import CREDENTIALS_ROOT, USERNODE_CONFIG
+from aitestbed.cerebras.config import CLUSTER_SETTINGS, CREDENTIALS_ROOT, USERNODE_CONFIG
 from aitestbed.cerebras.kubeapi import NAMESPACE
-from aitestbed.cerebras.wsjob import COMPILE_ROOT, WORKDIR_ROOT
+from aitestbed.cerebras.wsjob import COMPILE_ROOT, USER_COMPILE_ROOT, WORKDIR_ROOT
 from aitestbed.node.config import ACCOUNTS, CLUSTER_DIR, NODE_DIR, NodeConfig
 from aitestbed.node.init import install_file
 
@@ -75,7 +77,8 @@ def management_node(cluster: dict, own: Path) -> None:
     install_file(kubeconfig(KUBERNETES / "admin"), Path("/root/.kube/config"), 0o600)
     Path("/etc/cerebras").mkdir(exist_ok=True)
     install_file(json.dumps({"systems": cluster["systems"],
-                             "management_node": cluster["management_node"]}, indent=2) + "\n",
+                             "management_node": cluster["management_node"],
+                             "max_execute": cluster.get("max_execute", 1)}, indent=2) + "\n",
                  Path("/etc/cerebras/controller.json"), 0o644)
 
 
@@ -90,6 +93,12 @@ def appliance_dirs() -> None:
         os.chown(part, 0, 0, follow_symlinks=False)
         part.chmod(0o755)
     os.chown(compiles, service.pw_uid, service.pw_gid, follow_symlinks=False)
+    users = Path(USER_COMPILE_ROOT)  # release 2.10: each user's compiles, made by the agent
+    users.mkdir(exist_ok=True)
+    if users.is_symlink() or not users.is_dir():
+        raise SystemExit(f"node-setup: {users} is not a directory")
+    os.chown(users, 0, 0, follow_symlinks=False)
+    users.chmod(0o755)
 
 
 def login_node(cluster: dict, accounts: dict) -> None:
@@ -126,6 +135,9 @@ def main() -> None:
     if node.system != "cerebras" or not cluster_file.is_file():
         return
     cluster = json.loads(cluster_file.read_text())
+    CLUSTER_SETTINGS.parent.mkdir(parents=True, exist_ok=True)
+    install_file(json.dumps({key: value for key, value in cluster.items() if key != "server"},
+                            indent=2) + "\n", CLUSTER_SETTINGS, 0o644)
     if "/software" in node.mounts:
         link_software()
     own = NODE_DIR / "kubernetes"

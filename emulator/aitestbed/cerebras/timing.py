@@ -30,7 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from aitestbed.cerebras.cs2 import Workload, batch_per_system
+from aitestbed.cerebras.cs2 import CS2, Workload, batch_per_system
+from aitestbed.devices.base import SystemSpec
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Calibration:
     compile_seconds: float  # ours: the seeds do not show compile times
     spread: float  # +- fraction of the interval rates
     overhead_seconds: float  # per step, independent of the batch (ours)
+    system_cores: int = 850_000  # the wafer of the documented run (CS-2; CS-3: 900,000)
+    inference_ratio: float = 1 / 3  # an evaluation step against a training step
+    eval_warmup: bool = True  # the first evaluation step pays the start-up too
 
 
 FC_MNIST = Calibration("fc_mnist", 62_710, 1, 128, 1,
@@ -66,7 +70,20 @@ GPTJ = Calibration("gptj", 6_053_381_344, 2048, 130, 2,
                    startup_seconds=_GPTJ_FIRST - 100 * (_GPTJ_TOTAL - _GPTJ_FIRST) / 400,
                    checkpoint_seconds=2554.1804394721985 - _GPTJ_TOTAL,
                    compile_seconds=1500.0, spread=0.003, overhead_seconds=0.05)
-CALIBRATIONS = {c.kind: c for c in (FC_MNIST, BERT, GPTJ)}
+# GPT-3 111M (Cerebras-GPT), the current docs' sample on one CS-3 (ALCF user guide,
+# cerebras/running-a-model-or-program.md, Release 2.10): 400 steps of batch 120 at
+# sequence 2048, "Processed 48000 training sample(s) in 820.575766695 seconds"; its
+# evaluation ran at 1,163-1,173 samples/s (batch 120: 0.1026 s a step); the compile
+# job ran 72 s before the execute job started; "A checkpoint save takes about 60 s
+# per billion parameters". The warm-up (10 s) is ours.
+_GPT3_STARTUP = 10.0
+_GPT3_STEP = (820.575766695 - _GPT3_STARTUP) / 400
+GPT3 = Calibration("gpt3", 111_000_000, 2048, 120, 1, step_seconds=_GPT3_STEP,
+                   startup_seconds=_GPT3_STARTUP, checkpoint_seconds=60.0 * 0.111,
+                   compile_seconds=72.0, spread=0.005, overhead_seconds=0.005,
+                   system_cores=900_000, inference_ratio=(120 / 1170.0) / _GPT3_STEP,
+                   eval_warmup=False)
+CALIBRATIONS = {c.kind: c for c in (FC_MNIST, BERT, GPTJ, GPT3)}
 
 DP_COST_PER_DOUBLING = 0.05
 JITTER_BLOCK_STEPS = 50
@@ -109,13 +126,24 @@ def _per_sample_seconds(workload: Workload) -> float:
     return reference * (workload.parameters * workload.seq_len) / (cal.parameters * cal.seq_len)
 
 
-def steady_step_seconds(workload: Workload, num_csx: int = 1) -> float:
+def relative_speed(system: SystemSpec = CS2, calibrated_on: int = CS2.chip.cores) -> float:
+    """How much faster a step runs on `system` than on the wafer the calibration was
+    measured on: by the cores (a CS-3 has 900,000, a CS-2 850,000). The seeds' models are
+    calibrated on the CS-2, GPT-3 on the CS-3."""
+    return system.chip.cores / calibrated_on
+
+
+def steady_step_seconds(workload: Workload, num_csx: int = 1,
+                        system: SystemSpec = CS2) -> float:
     """Device seconds of one step after the warm-up, without jitter."""
     cal = CALIBRATIONS.get(workload.kind)
     overhead = cal.overhead_seconds if cal else GENERIC_OVERHEAD_SECONDS
+    speed = relative_speed(system, cal.system_cores if cal else CS2.chip.cores)
     seconds = (overhead + _per_sample_seconds(workload) * batch_per_system(workload, num_csx)
-               ) * data_parallel_factor(num_csx)
-    return seconds if workload.training else seconds * INFERENCE_STEP_RATIO
+               ) * data_parallel_factor(num_csx) / speed
+    if workload.training:
+        return seconds
+    return seconds * (cal.inference_ratio if cal else INFERENCE_STEP_RATIO)
 
 
 def startup_seconds(workload: Workload) -> float:
@@ -136,15 +164,18 @@ def jitter(workload: Workload, step: int, seed: int = 0) -> float:
     return 1.0 + spread * u
 
 
-def step_seconds(workload: Workload, step: int, num_csx: int = 1, seed: int = 0) -> float:
+def step_seconds(workload: Workload, step: int, num_csx: int = 1, seed: int = 0,
+                 system: SystemSpec = CS2) -> float:
     """Device seconds of step `step` (1-based) of a run: warm-up on the first, jitter on all."""
-    seconds = steady_step_seconds(workload, num_csx) * jitter(workload, step, seed)
-    return seconds + (startup_seconds(workload) if step == 1 else 0.0)
+    seconds = steady_step_seconds(workload, num_csx, system) * jitter(workload, step, seed)
+    cal = CALIBRATIONS.get(workload.kind)
+    warmup = workload.training or cal is None or cal.eval_warmup
+    return seconds + (startup_seconds(workload) if step == 1 and warmup else 0.0)
 
 
-def samples_per_second(workload: Workload, num_csx: int = 1) -> float:
+def samples_per_second(workload: Workload, num_csx: int = 1, system: SystemSpec = CS2) -> float:
     """The steady global rate, all systems together."""
-    return workload.batch_size / steady_step_seconds(workload, num_csx)
+    return workload.batch_size / steady_step_seconds(workload, num_csx, system)
 
 
 def _parameter_points(field: str) -> list[tuple[float, float]]:

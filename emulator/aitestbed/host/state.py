@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from aitestbed.cerebras.cs3 import inventory_settings as cerebras_inventory_settings
 from aitestbed.host import accounts, kube_pki, slurmconf, sshdconf
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
@@ -188,6 +189,7 @@ class ClusterState:
             "server": f"https://{manager.name}:6443",
             "management_node": manager.name,
             "systems": [n.name for n in topology.nodes if n.node_class == "cs2"],
+            **cerebras_cluster_vars(topology.hostvars.get(manager.name, {})),
         }, indent=2) + "\n")
         for node in topology.nodes:
             directory = self.node_dir(node.name) / "kubernetes"
@@ -293,6 +295,13 @@ class ClusterState:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
         tmp.replace(path)
+
+
+def cerebras_cluster_vars(hostvars: dict) -> dict:
+    try:
+        return cerebras_inventory_settings(hostvars)
+    except ValueError as err:
+        raise AitestbedError(f"inventory: {err}") from None
 
 
 def node_config(node: Node) -> NodeConfig:

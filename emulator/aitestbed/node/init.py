@@ -108,6 +108,9 @@ def ensure_home(user: dict) -> None:
     homes.ensure_home(user, homes.cluster_keys(CLUSTER_DIR / "users" / user["name"]))
 
 
+MFA_DROPIN = Path("/etc/ssh/sshd_config.d/40-aitestbed-mfa.conf")  # roles/sshd/tasks/mfa.yml
+
+
 def configure_sshd(node: NodeConfig) -> None:
     """Who may log in here and, on login nodes, the users' passcode enrolments.
 
@@ -116,6 +119,11 @@ def configure_sshd(node: NodeConfig) -> None:
     install_file(NODE_DIR / ACCESS_CONF, ACCESS_DROPIN, 0o644)
     if node.ssh_mfa:
         enrol_passcodes(NODE_DIR / OATH_USERS)
+    else:
+        # a node of the login image that is not a login node (the CS-3 cluster's user
+        # nodes): reached from a login node with the cluster's hop key, as the role
+        # configures a host without sshd_mfa
+        MFA_DROPIN.unlink(missing_ok=True)
 
 
 def enrol_passcodes(source: Path) -> None:
