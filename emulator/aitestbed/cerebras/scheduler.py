@@ -5,8 +5,10 @@ killed and restarted at any point: it recomputes everything from the jobs.
 Compile and execute jobs queue separately. The management node runs at most
 `max_compile` compiles and `max_execute` executes at once (a 125Gi node runs one
 67Gi compile beside one execute); an execute job also needs `numWafers` free
-CS-2 systems. Each queue is strict FIFO: a job never overtakes an older one of
-its type, so a two-system job is not starved by one-system jobs behind it.
+CS-2 systems. Each queue is in priority order (--job_priority p1 before p2 before
+p3), then first come, first served: a job never overtakes an older one of its type
+and priority, so a two-system job is not starved by one-system jobs behind it. On
+the CS-3 cluster max_execute is its number of MemoryX groups (two).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ def _created(job: dict) -> tuple[str, str]:
     return job["metadata"].get("creationTimestamp", ""), job["metadata"]["name"]
 
 
+def _queue_order(job: dict) -> tuple[int, str, str]:
+    return (wsjob.priority(job), *_created(job))
+
+
 def _stale(job: dict, now: datetime.datetime, timeout: float) -> bool:
     beat = wsjob.parse_time((job["metadata"].get("annotations") or {}).get(
         wsjob.HEARTBEAT_ANNOTATION))
@@ -72,7 +78,7 @@ def decide(jobs: list[dict], limits: Limits, now: datetime.datetime) -> Decision
         elif _overtime(job, now):
             out.request_cancel[name] = f"job exceeded its time limit of {spec['jobTimeSec']} s"
 
-    queued = sorted((j for j in jobs if wsjob.phase(j) == wsjob.QUEUEING), key=_created)
+    queued = sorted((j for j in jobs if wsjob.phase(j) == wsjob.QUEUEING), key=_queue_order)
     waiting_before = {"compile": 0, "execute": 0}
     for job in queued:
         name, spec = job["metadata"]["name"], job["spec"]

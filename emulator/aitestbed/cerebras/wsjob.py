@@ -27,6 +27,9 @@ FINISHED = (SUCCEEDED, FAILED, CANCELLED)
 HEARTBEAT_ANNOTATION = f"{GROUP}/heartbeat"
 WORKDIR_ROOT = "/n1/wsjob/workdir"
 COMPILE_ROOT = "/n1/wsjob/compile_root"
+# Release 2.10's jobs run as their user: each user's compiles in a directory of theirs.
+USER_COMPILE_ROOT = "/n1/wsjob/users"
+MIN_USER_UID = 1000  # a job never runs as a system account
 _ALPHABET = string.ascii_lowercase + string.digits
 # The client keeps a random secret for the job's stream and puts only its hash in
 # the spec (every user may read specs): the worker streams to whoever presents it.
@@ -35,8 +38,39 @@ TOKEN_HASH = re.compile(r"^[0-9a-f]{64}$")
 USER_LABEL = "user"  # the appliance labels each job with its user
 
 
+# `--job_priority p1|p2|p3` (default p2; p1 is the highest), as the values csctl shows
+# ("P2 (299)" in the docs' sample). Queued jobs start in priority order, then by age.
+PRIORITIES = {"p1": 199, "p2": 299, "p3": 399}
+DEFAULT_PRIORITY = PRIORITIES["p2"]
+
+
 def new_name() -> str:
     return "wsjob-" + "".join(secrets.choice(_ALPHABET) for _ in range(22))
+
+
+def new_workflow_id() -> str:
+    """wflow-...: the compile and execute jobs of one run share it (csctl's WORKFLOW)."""
+    return "wflow-" + "".join(secrets.choice(_ALPHABET) for _ in range(22))
+
+
+def priority_label(value: int) -> str:
+    """csctl's PRIORITY cell: the bucket and the value, "P2 (299)"."""
+    return f"P{min(3, max(0, value // 100))} ({value})"
+
+
+def release_of(job: dict) -> tuple[int, ...]:
+    release = str(job["spec"].get("release", ""))
+    return tuple(int(part) for part in release.split(".")[:2] if part.isdigit())
+
+
+def runs_as_its_user(job: dict) -> bool:
+    """Release 2.10's appliance runs a job's workloads as the job's user (so they read the
+    user's files where the user can); earlier releases as the appliance's service user."""
+    return release_of(job) >= (2, 10)
+
+
+def priority(job: dict) -> int:
+    return int(job["spec"].get("priority", DEFAULT_PRIORITY))
 
 
 def workdir(name: str, namespace: str = NAMESPACE) -> str:
@@ -70,7 +104,8 @@ def parse_time(stamp: str | None) -> datetime.datetime | None:
 
 
 def build(job_type: str, request: dict, user: str, uid: int, gid: int,
-          namespace: str = NAMESPACE, time_scale: str = "0", token: str | None = None) -> dict:
+          namespace: str = NAMESPACE, time_scale: str = "0", token: str | None = None,
+          workflow: str | None = None) -> dict:
     """The WSJob a client submits for cerebras_pytorch's request (see its runner); `token`
     is the secret the client will present at the job's ingress (only its hash is sent).
     Its labels are the request's `--job_labels` and, as the appliance adds to every job,
@@ -89,7 +124,11 @@ def build(job_type: str, request: dict, user: str, uid: int, gid: int,
         "workdir": workdir(name, namespace),
         "request": json.dumps(request, sort_keys=True),
         "timeScale": time_scale,  # the client's AITESTBED_TIME_SCALE, for the workload
+        "priority": PRIORITIES.get(str(request.get("job_priority") or "p2").lower(),
+                                   DEFAULT_PRIORITY),
     }
+    if workflow:
+        spec["workflowId"] = workflow
     if token:
         spec[TOKEN_FIELD] = token_hash(token)
     if request.get("job_time_sec"):

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from aitestbed.cerebras import config, wsjob
 from aitestbed.cerebras.kubeapi import ApiError, KubeApi, Unreachable
 
+from .._version import __version__
 from . import channel, errors
 
 HEARTBEAT_SECONDS = 5
@@ -60,6 +61,11 @@ class Heartbeat:
         logger.info(f"Heartbeat thread stopped for {self.name}.")
 
 
+def _release() -> tuple[int, ...]:
+    """This client's release as numbers: its log lines follow that release's."""
+    return tuple(int(part) for part in __version__.split(".")[:2] if part.isdigit())
+
+
 class KubernetesJobRunner:
     def __init__(self):
         self.errors = errors
@@ -71,6 +77,7 @@ class KubernetesJobRunner:
             raise errors.ApplianceClientError(str(err)) from None
         self.api = KubeApi(self.credentials)
         self._announced = False
+        self.workflow = wsjob.new_workflow_id()  # this run's compile and execute jobs
 
     def _announce(self) -> None:
         if self._announced:
@@ -87,13 +94,18 @@ class KubernetesJobRunner:
         user = pwd.getpwuid(os.geteuid())
         token = wsjob.new_token()  # never leaves this process but to the job's ingress
         job = wsjob.build(job_type, request, user.pw_name, user.pw_uid, user.pw_gid,
-                          self.namespace, os.environ.get("AITESTBED_TIME_SCALE", "0"), token)
+                          self.namespace, os.environ.get("AITESTBED_TIME_SCALE", "0"), token,
+                          workflow=self.workflow)
         try:
             name = self.api.create_job(job, self.namespace)["metadata"]["name"]
         except (ApiError, Unreachable) as err:
             raise self.errors.ApplianceClientError(
                 f"the cluster server refused the {job_type} job: {err}") from None
-        logger.info(f"{job_type} job id: {name}, remote log path: {job['spec']['workdir']}")
+        if _release() >= (2, 10):
+            logger.info(f"Job id: {name}, workflow id: {self.workflow}, namespace: "
+                        f"{self.namespace}, remote log path: {job['spec']['workdir']}")
+        else:
+            logger.info(f"{job_type} job id: {name}, remote log path: {job['spec']['workdir']}")
         heartbeat = Heartbeat(self.credentials, name, self.namespace)
         try:
             host, port = self._wait_for_ingress(name)

@@ -26,6 +26,7 @@ class CSConfig:
     transfer_processes: int | None = None
     disable_version_check: bool = False
     precision_opt_level: int = 1
+    job_priority: str = "p2"  # p1 (highest), p2 or p3
 
     def __post_init__(self) -> None:
         # None (a key the params do not set) means the default
@@ -37,6 +38,9 @@ class CSConfig:
             if getattr(self, name) is None:
                 setattr(self, name, [])
         self.disable_version_check = bool(self.disable_version_check)
+        self.job_priority = str(self.job_priority or "p2").lower()
+        if self.job_priority not in ("p1", "p2", "p3"):
+            raise ValueError(f"Invalid job priority {self.job_priority!r}: one of p1, p2, p3")
         if int(self.num_csx) < 1:
             raise ValueError(f"num_csx must be at least 1, got {self.num_csx}")
         for label in self.job_labels:
