@@ -125,7 +125,10 @@ class Backend:
 
     def execute_step(self, step: int, samples: int) -> None:
         if self.session is not None:
-            self.session.execute_step(step, samples)
+            # A model in eval mode runs evaluation steps (timed as such), as in fit's
+            # validation within a training run.
+            training = all(model.training for model in self.models) if self.models else True
+            self.session.execute_step(step, samples, training)
 
     def __repr__(self) -> str:
         return f"Backend({str(self.backend_type)!r})"

@@ -390,3 +390,47 @@ def test_the_loop_lists_the_jobs_when_woken_or_every_resync_not_every_tick(
     assert calls["list"] == 2
     time.sleep(0.6)
     assert 3 <= calls["list"] <= 4  # the resync
+
+
+def test_release_2_10_workloads_run_as_their_user_never_a_system_account(tmp_path):
+    """The 2.10 appliance reads the user's files as the user; the account comes from the
+    name the API server checked, never from spec.user.uid (which the user writes)."""
+    service = pwd.struct_passwd(("wsjob", "x", 9901, 9901, "", "/", "/bin/false"))
+    alice = pwd.struct_passwd(("alice", "x", 20001, 20001, "", "/home/alice", "/bin/bash"))
+    accounts = {"alice": alice, "root": pwd.getpwnam("root")}
+
+    def job_of(user, release):
+        made = wsjob.build("execute", {"release": release}, user, 0, 0)  # uid 0 claimed
+        made["spec"]["release"] = release
+        return made
+
+    lookup = accounts.__getitem__
+    assert agent_module.workload_user(job_of("alice", "2.1.1"), service, lookup) is service
+    assert agent_module.workload_user(job_of("alice", "2.10.0"), service, lookup) is alice
+    with pytest.raises(agent_module.WorkloadUserError, match="system account"):
+        agent_module.workload_user(job_of("root", "2.10.0"), service, lookup)
+    with pytest.raises(agent_module.WorkloadUserError, match="no account"):
+        agent_module.workload_user(job_of("mallory", "2.10.0"), service, lookup)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes directories for another uid")
+def test_a_users_compile_dir_is_never_reached_through_a_link(tmp_path):
+    root = tmp_path / "users"
+    root.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    alice = pwd.struct_passwd(("alice", "x", 20001, 20001, "", "/home/alice", "/bin/bash"))
+    made = agent_module.user_compile_dir(str(root), alice)
+    info = os.stat(made)
+    assert (info.st_uid, info.st_mode & 0o777) == (20001, 0o700)
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    bob = pwd.struct_passwd(("bob", "x", 20002, 20002, "", "/home/bob", "/bin/bash"))
+    (root / "bob").symlink_to(target)  # the attack: the agent would chown the link's target
+    with pytest.raises(agent_module.UnsafeWorkdir, match="a link"):
+        agent_module.user_compile_dir(str(root), bob)
+    assert os.stat(target).st_uid == 0
+    (root / "carol").mkdir()
+    os.chown(root / "carol", 20002, 20002)  # someone else's directory under the name
+    carol = pwd.struct_passwd(("carol", "x", 20003, 20003, "", "/home/carol", "/bin/bash"))
+    with pytest.raises(agent_module.UnsafeWorkdir, match="belongs to uid 20002"):
+        agent_module.user_compile_dir(str(root), carol)

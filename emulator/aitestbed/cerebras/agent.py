@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aitestbed.cerebras import config, wsjob
-from aitestbed.cerebras.jobdir import JobDir, UnsafeWorkdir
+from aitestbed.cerebras.jobdir import JobDir, UnsafeWorkdir, open_dir
 from aitestbed.cerebras.kubeapi import NAMESPACE, ApiError, Credentials, KubeApi, Unreachable
 from aitestbed.node.processes import process_alive, process_start_ticks
 
@@ -55,6 +55,54 @@ NO_RESULT = "the workload ended without a result (see the job's logs)"
 
 def log(message: str) -> None:
     print(f"{wsjob.now()} wsjob-agent: {message}", flush=True)
+
+
+class WorkloadUserError(Exception):
+    """The job's user cannot run workloads here (no account, or a system account)."""
+
+
+def workload_user(job: dict, service: pwd.struct_passwd,
+                  lookup=pwd.getpwnam) -> pwd.struct_passwd:
+    """The account a job's workloads run as: the service user's, or for release 2.10 the
+    job's user's, looked up by the name the API server checked (never spec.user.uid)."""
+    if not wsjob.runs_as_its_user(job):
+        return service
+    name = wsjob.owner(job)
+    try:
+        account = lookup(name)
+    except KeyError:
+        raise WorkloadUserError(f"user {name} has no account on the appliance") from None
+    if account.pw_uid < wsjob.MIN_USER_UID:
+        raise WorkloadUserError(f"user {name} is a system account (uid {account.pw_uid})")
+    return account
+
+
+def user_compile_dir(root: str, account: pwd.struct_passwd) -> str:
+    """<root>/<user>, made by root and given to the user, never through a link: root and
+    its parents must be root's (jobdir.open_dir), the entry a directory that is the
+    user's (or root's, just made)."""
+    parent = open_dir(root)
+    try:
+        try:
+            os.mkdir(account.pw_name, 0o700, dir_fd=parent)
+        except FileExistsError:
+            pass
+        fd = os.open(account.pw_name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=parent)
+    except OSError as err:
+        raise UnsafeWorkdir(f"{root}/{account.pw_name}: {err.strerror} (a link, or not a "
+                            "directory)") from None
+    finally:
+        os.close(parent)
+    try:
+        info = os.fstat(fd)
+        if info.st_uid not in (0, account.pw_uid):
+            raise UnsafeWorkdir(f"{root}/{account.pw_name} belongs to uid {info.st_uid}")
+        os.fchown(fd, account.pw_uid, account.pw_gid)
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return os.path.join(root, account.pw_name)
 
 
 @dataclass
@@ -128,12 +176,15 @@ def free_port() -> int:
 
 
 class Agent:
+    system_model = "CS-2"  # the cluster's systems (cluster.json); CS-3 on the 2026 profile
+
     def __init__(self, credentials: Credentials, node: str, settings: dict):
         self.credentials, self.node = credentials, node
         self.api = KubeApi(credentials)
         self.service_user = pwd.getpwnam(settings.get("service_user", "wsjob"))
         self.workdir_root = settings.get("workdir_root", wsjob.WORKDIR_ROOT)
         self.pythons: dict[str, str] = settings["appliance_python"]  # release -> interpreter
+        self.system_model = settings.get("system_model", "CS-2")  # the cluster's systems
         self.workloads: dict[str, Workload] = {}
         self.wake = threading.Event()
 
@@ -175,10 +226,21 @@ class Agent:
                         workload.workdir, workload.owner)
 
     # transitions --------------------------------------------------------------
-    def jobdir(self, name: str) -> JobDir:
-        """The job's work dir: WORKDIR_ROOT/<namespace>/<name>; spec.workdir is not read."""
-        return JobDir(self.workdir_root, NAMESPACE, name, self.service_user.pw_uid,
-                      self.service_user.pw_gid)
+    def jobdir(self, name: str, runner: pwd.struct_passwd | None = None) -> JobDir:
+        """The job's work dir: WORKDIR_ROOT/<namespace>/<name>; spec.workdir is not read.
+        Its result and work/ belong to the account the workload runs as."""
+        runner = runner or self.service_user
+        return JobDir(self.workdir_root, NAMESPACE, name, runner.pw_uid, runner.pw_gid)
+
+    def runner(self, job: dict) -> pwd.struct_passwd:
+        """Who the job's workloads run as (workload_user), or WorkloadUserError."""
+        return workload_user(job, self.service_user)
+
+    def compile_root(self, job: dict, runner: pwd.struct_passwd) -> str:
+        """The service user's compile root, or (release 2.10) the job's user's own."""
+        if runner.pw_uid == self.service_user.pw_uid:
+            return wsjob.COMPILE_ROOT
+        return user_compile_dir(wsjob.USER_COMPILE_ROOT, runner)
 
     def start(self, job: dict) -> None:
         name, spec = job["metadata"]["name"], job["spec"]
@@ -195,7 +257,13 @@ class Agent:
             return
         workdir = None
         try:
-            workdir = self.jobdir(name)
+            runner = self.runner(job)
+            compile_root = self.compile_root(job, runner)
+        except (WorkloadUserError, UnsafeWorkdir, OSError) as err:
+            self.finish(name, wsjob.FAILED, f"the appliance cannot run the job: {err}")
+            return
+        try:
+            workdir = self.jobdir(name, runner)
             workdir.create()
             workdir.write("request.json", spec["request"])
             workdir.write("result.json", "", for_service=True)
@@ -210,20 +278,21 @@ class Agent:
         systems = (job.get("status") or {}).get("systems") or []
         argv = [python, "-m", "cerebras_pytorch.appliance.worker",
                 "--job-type", spec["jobType"], "--request", str(workdir.path / "request.json"),
-                "--port", str(port), "--compile-root", wsjob.COMPILE_ROOT,
+                "--port", str(port), "--compile-root", compile_root,
                 "--result", str(workdir.path / "result.json"),
                 "--client-token-sha256", token_hash]
         if systems:
             argv += ["--systems", ",".join(systems)]
+        argv += ["--system-model", self.system_model]
         work = workdir.path / "work"
         env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8",
-               "USER": self.service_user.pw_name,
+               "USER": runner.pw_name,
                "AITESTBED_TIME_SCALE": str(spec.get("timeScale", "0"))}
         try:
             process = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=subprocess.STDOUT,
-                                       start_new_session=True, user=self.service_user.pw_uid,
-                                       group=self.service_user.pw_gid, extra_groups=[])
+                                       start_new_session=True, user=runner.pw_uid,
+                                       group=runner.pw_gid, extra_groups=[])
         finally:
             os.close(out)
         ticks = process_start_ticks(process.pid) or 0
@@ -243,9 +312,9 @@ class Agent:
         """A RUNNING job of this node the agent does not know: it restarted meanwhile."""
         name = job["metadata"]["name"]
         try:
-            workdir = self.jobdir(name)
+            workdir = self.jobdir(name, self.runner(job))
             pid, ticks = (int(x) for x in (workdir.read("workload.pid", 100) or b"").split())
-        except (UnsafeWorkdir, OSError, ValueError):
+        except (UnsafeWorkdir, WorkloadUserError, OSError, ValueError):
             self.finish(name, wsjob.FAILED, "the appliance lost the workload")
             return None
         workload = Workload(name, pid, ticks, workdir, wsjob.owner(job))
@@ -317,6 +386,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--node", default=socket.gethostname())
     args = parser.parse_args(argv)
     settings = json.loads(args.config.read_text())
+    settings.setdefault("system_model", config.cluster_settings().get("system_model", "CS-2"))
     agent = Agent(config.service_credentials(args.credentials), args.node, settings)
     try:
         agent.run()

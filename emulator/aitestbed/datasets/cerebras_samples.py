@@ -7,6 +7,10 @@ the dataset directory into the modelzoo and train on the data it names:
     gptj/params_gptj_6B_sampleds.yaml
     severstal-steel-defect-detection/params_severstal_binary_rawds.yaml
 
+and the current docs' GPT-3 111M example (Release 2.10, `cszoo fit`) copies
+
+    OWT/Pytorch/111m_modified.yaml
+
 The real data (pre-tokenised OpenWebText for BERT and GPT-J, the Kaggle
 Severstal steel images) is not available offline. This module writes, from fixed
 seeds and byte-reproducibly, small stand-ins of the same kind that the emulated
@@ -20,6 +24,8 @@ modelzoo's reduced-scale models really learn from:
   word-level vocab.txt ([PAD] [UNK] [CLS] [SEP] [MASK], then the words);
 * gptj/msl2048/: GPT sequences of 2,048 tokens as .npy arrays of shape
   (sequences, 3, 2048) uint16 (input_ids, attention_mask, labels = the next token);
+* OWT/Pytorch/train_msl2048, val_msl2048/: the same kind of GPT sequences (the GPT-3
+  111M example's OpenWebText stand-in), with its trainer YAML;
 * severstal-steel-defect-detection/: Kaggle's layout (train.csv with ImageId,
   ClassId and run-length EncodedPixels, column-major and 1-based; train_images/),
   images at 1/8 of 256x1600 (32x200), grey PNG, steel-like texture with defects of
@@ -52,6 +58,8 @@ SEED = 20230517
 VERSION = "aitestbed-cerebras-samples-synthetic-1"
 
 BERT_DIR, GPTJ_DIR, SEVERSTAL_DIR = "bert_large", "gptj", "severstal-steel-defect-detection"
+OWT_DIR, OWT_YAML = "OWT", "111m_modified.yaml"
+OWT_TRAIN_FILES, OWT_VAL_FILES, OWT_SEQUENCES_PER_FILE = 2, 1, 16
 BERT_YAML, GPTJ_YAML = "bert_large_MSL128_sampleds.yaml", "params_gptj_6B_sampleds.yaml"
 SEVERSTAL_YAML = "params_severstal_binary_rawds.yaml"
 
@@ -237,6 +245,83 @@ runconfig:
 """
 
 
+OWT_PARAMS = """\
+# Cerebras-GPT 111M (GPT-3 architecture) on the sample OpenWebText set, for one CS-3
+# (aitestbed's own config, in Release 2.10's trainer format). As the ALCF docs run it:
+#   cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/gpt3
+#   cp {data}/111m_modified.yaml configs/Cerebras_GPT/111m_modified.yaml
+#   cszoo fit configs/Cerebras_GPT/111m_modified.yaml --job_labels name=gpt3_111m \\
+#       --model_dir model_dir_gpt3_111m
+# To restart from the checkpoint, raise max_steps (e.g. to 800) and add
+# --checkpoint_path=model_dir_gpt3_111m/checkpoint_400.mdl
+trainer:
+  init:
+    backend:
+      backend_type: CSX
+    model:
+      name: gpt3
+      hidden_size: 768
+      num_hidden_layers: 10
+      num_heads: 12
+      filter_size: 3072
+      vocab_size: 50257
+      max_position_embeddings: 2048
+      position_embedding_type: learned
+      share_embedding_weights: true
+      nonlinearity: gelu
+      layer_norm_epsilon: 1.0e-05
+      use_projection_bias_in_attention: true
+      use_ffn_bias: true
+    optimizer:
+      AdamW:
+        betas: [0.9, 0.95]
+        eps: 1.0e-08
+        weight_decay: 0.1
+    schedulers:
+    - SequentialLR:
+        schedulers:
+        - LinearLR:
+            initial_learning_rate: 0.0
+            end_learning_rate: 0.003
+            total_iters: 40
+        - LinearLR:
+            initial_learning_rate: 0.003
+            end_learning_rate: 0.0003
+            total_iters: 760
+    precision:
+      enabled: true
+      fp16_type: bfloat16
+      max_gradient_norm: 1.0
+    loop:
+      max_steps: 400
+      eval_frequency: 400
+      eval_steps: 100
+    checkpoint:
+      steps: 400
+    logging:
+      log_steps: 20
+    seed: 1
+  fit:
+    train_dataloader:
+      data_processor: GptNpyDataProcessor
+      data_dir: {data}/train_msl2048
+      max_sequence_length: 2048
+      batch_size: 120
+      shuffle: true
+      shuffle_seed: 1
+      num_workers: 1
+    val_dataloader: &val_dataloader
+      data_processor: GptNpyDataProcessor
+      data_dir: {data}/val_msl2048
+      max_sequence_length: 2048
+      batch_size: 120
+      shuffle: false
+      num_workers: 1
+  validate:
+    val_dataloader: *val_dataloader
+"""
+
+
 def params_text(template: str, data_dir: str) -> str:
     return template.replace("{data}", data_dir)
 
@@ -345,6 +430,37 @@ def write_gptj(root: Path, prefix: str, seed: int) -> None:
         f"of {len(ids)} tokens (id 0 is {EOS}). Seed {seed}.")))
 
 
+def _gpt_sequences(seed: int, tag: int, index: int, sequences: int, length: int) -> np.ndarray:
+    """(sequences, 3, length) uint16: input_ids, attention_mask, labels (the next token)."""
+    ids = {word: i for i, word in enumerate(vocabulary())}
+    grammar = Grammar(np.random.default_rng([seed, tag, index]))
+    needed = sequences * length + 1
+    stream: list[int] = []
+    while len(stream) < needed:
+        stream += [ids[w] for w in grammar.document()]
+    tokens = np.array(stream[:needed], dtype=np.uint16)
+    inputs = tokens[:-1].reshape(sequences, length)
+    labels = tokens[1:].reshape(sequences, length)
+    return np.stack([inputs, np.ones_like(inputs), labels], axis=1)
+
+
+def write_owt(root: Path, prefix: str, seed: int) -> None:
+    pytorch = root / "Pytorch"
+    for split, files, tag in (("train_msl2048", OWT_TRAIN_FILES, 5),
+                              ("val_msl2048", OWT_VAL_FILES, 6)):
+        (pytorch / split).mkdir(parents=True)
+        for index in range(files):
+            np.save(pytorch / split / f"data-{index:05d}.npy",
+                    _gpt_sequences(seed, tag, index, OWT_SEQUENCES_PER_FILE, GPTJ_MSL))
+    (pytorch / OWT_YAML).write_text(params_text(OWT_PARAMS, f"{prefix}/{OWT_DIR}/Pytorch"))
+    (root / "README.md").write_text(_readme("OWT", (
+        f"Pytorch/train_msl2048/ ({OWT_TRAIN_FILES} files) and val_msl2048/ ({OWT_VAL_FILES}): "
+        f".npy files of {OWT_SEQUENCES_PER_FILE} sequences of {GPTJ_MSL} tokens, shape "
+        f"(sequences, 3, {GPTJ_MSL}) uint16: input_ids, attention_mask, labels (the next "
+        f"token), in place of the pre-tokenised OpenWebText; Pytorch/{OWT_YAML}: the GPT-3 "
+        f"111M trainer config of the ALCF example. Seed {seed}.")))
+
+
 # --------------------------------------------------------------------------- Severstal
 
 
@@ -438,7 +554,8 @@ def write_severstal(root: Path, prefix: str, seed: int) -> None:
         f"encoding) of every defect class on an image ({listed}). Seed {seed}.")))
 
 
-WRITERS = {BERT_DIR: write_bert, GPTJ_DIR: write_gptj, SEVERSTAL_DIR: write_severstal}
+WRITERS = {BERT_DIR: write_bert, GPTJ_DIR: write_gptj, SEVERSTAL_DIR: write_severstal,
+           OWT_DIR: write_owt}
 
 
 def build(out: str | Path, *, prefix: str = PREFIX, seed: int = SEED) -> list[Path]:

@@ -212,6 +212,17 @@ def write_sambanova_docs(root: Path, dest: Path, version: str) -> list[Path]:
     return written
 
 
+# The system's site directories, after the venv's own (as --system-site-packages would
+# add them): PyTorch, NumPy, PyYAML and the emulator runtime (aitestbed-runtime.pth).
+SYSTEM_PACKAGES_PTH = (  # one line, run by site.py (no comprehension: it sees no `site`)
+    "import site; list(map(site.addsitedir, ('/usr/local/lib/python3.11/dist-packages', "
+    "'/usr/lib/python3/dist-packages')))\n")
+
+
+def _release_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+
+
 def build_kubernetes(root: Path | None = None) -> Path:
     """build/kubernetes: kube-apiserver and kubectl, built once from the Go module and cached."""
     root = root or project_root()
@@ -229,20 +240,29 @@ def build_cerebras(root: Path | None = None) -> Path:
     The wheel also holds cerebras_appliance, the client library cerebras_pytorch is
     built on (the vendor ships it as a second wheel that cerebras_pytorch requires;
     one wheel keeps `pip install cerebras_pytorch==<release>` and the roles as they are).
+    From release 2.10 it also holds the `cerebras.pytorch` and `cerebras.appliance`
+    names, and a .pth that shows the venv the system's PyTorch: the docs make that
+    venv without the system's packages (`/usr/bin/python3.11 -m venv`) and PyTorch
+    cannot be downloaded inside the cluster.
     """
     root = root or project_root()
     out = _fresh_output(root, "cerebras")
     for release in _role_defaults(root, "cerebras_node")["cerebras_node_releases"]:
         version = release["version"]
-        build_wheel(out, release["wheel"],
-                    {"cerebras_pytorch": root / "emulator" / "cerebras_pytorch",
-                     "cerebras_appliance": root / "emulator" / "cerebras_appliance"},
-                    summary=f"cerebras_pytorch {version} for the emulated CS-2 cluster (aitestbed)",
-                    requires=["torch", "pyyaml"],
-                    overrides={
-                        f"{package}/_version.py":
-                            f'"""The Cerebras software release this {package} belongs '
-                            f'to."""\n\n__version__ = "{version}"\n'
-                        for package in ("cerebras_pytorch", "cerebras_appliance")})
+        packages = {"cerebras_pytorch": root / "emulator" / "cerebras_pytorch",
+                    "cerebras_appliance": root / "emulator" / "cerebras_appliance"}
+        overrides = {f"{package}/_version.py":
+                     f'"""The Cerebras software release this {package} belongs '
+                     f'to."""\n\n__version__ = "{version}"\n'
+                     for package in ("cerebras_pytorch", "cerebras_appliance")}
+        requires = ["torch", "pyyaml"]
+        if _release_tuple(version) >= (2, 10):
+            packages["cerebras"] = root / "emulator" / "cerebras"
+            overrides["cerebras_pytorch-system-packages.pth"] = SYSTEM_PACKAGES_PTH
+            requires = []
+        build_wheel(out, release["wheel"], packages,
+                    summary=f"cerebras_pytorch {version} for the emulated Cerebras cluster "
+                            "(aitestbed)",
+                    requires=requires, overrides=overrides)
     _copy_mnist_source(root, out)
     return out

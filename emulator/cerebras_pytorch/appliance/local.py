@@ -1,7 +1,8 @@
 """LocalJobRunner: appliance jobs as worker subprocesses on this machine.
 
 For unit tests and for anyone without a cluster: select it with
-CEREBRAS_APPLIANCE_RUNNER=cerebras_pytorch.appliance.local:LocalJobRunner. Each
+CEREBRAS_APPLIANCE_RUNNER=cerebras_pytorch.appliance.local:LocalJobRunner (and
+AITESTBED_CEREBRAS_SYSTEM=CS-3 for the current CS-3 systems instead of CS-2s). Each
 runner keeps its compile root in a temporary directory for its lifetime, so an
 execute job finds what the compile job of the same run wrote.
 """
@@ -40,6 +41,9 @@ def _package_roots() -> list[str]:
                               for module in (sys.modules["cerebras_pytorch"], aitestbed)))
 
 
+SYSTEM_MODEL_ENV = "AITESTBED_CEREBRAS_SYSTEM"
+
+
 class LocalJobRunner:
     def __init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="cerebras-appliance-")
@@ -53,12 +57,14 @@ class LocalJobRunner:
         workdir = Path(tempfile.mkdtemp(prefix=f"{job_type}-", dir=self.root))
         (workdir / "request.json").write_text(json.dumps(request))
         port, token = _free_port(), wsjob.new_token()
-        systems = [f"cer-cs2-{i:02d}" for i in range(1, int(request.get("num_csx") or 1) + 1)]
+        model = os.environ.get(SYSTEM_MODEL_ENV, "CS-2")  # CS-3: the current cluster
+        kind = "cs3" if model == "CS-3" else "cs2"
+        systems = [f"cer-{kind}-{i:02d}" for i in range(1, int(request.get("num_csx") or 1) + 1)]
         command = [sys.executable, "-m", "cerebras_pytorch.appliance.worker",
                    "--job-type", job_type, "--request", str(workdir / "request.json"),
                    "--port", str(port), "--compile-root", str(self.compile_root),
                    "--result", str(workdir / "result.json"), "--systems", ",".join(systems),
-                   "--client-token-sha256", wsjob.token_hash(token)]
+                   "--client-token-sha256", wsjob.token_hash(token), "--system-model", model]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(_package_roots())}
         final = None
         with open(workdir / "worker.log", "wb") as output:

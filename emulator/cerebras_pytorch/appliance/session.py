@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aitestbed.cerebras import timing as cs2_timing
-from aitestbed.cerebras.cs2 import Workload
+from aitestbed.cerebras.cs2 import CS2, Workload
+from aitestbed.devices.base import SystemSpec
 from aitestbed.devices.clock import VirtualClock
 
 STAGING = (
@@ -38,6 +39,7 @@ class ApplianceSession:
     samples: int = 0
     run_started_at: float | None = None
     muted: bool = False  # a script's set-up, which its client already printed
+    system: SystemSpec = CS2  # the systems' model (CS-2 or CS-3): their step time
 
     @property
     def num_csx(self) -> int:
@@ -61,9 +63,12 @@ class ApplianceSession:
         self.run_started_at = self.clock.device_seconds
         return started
 
-    def execute_step(self, step: int, samples: int) -> None:
-        """Step `step` (1-based within this run) ran on the systems."""
-        self.clock.advance(cs2_timing.step_seconds(self.workload, step, self.num_csx))
+    def execute_step(self, step: int, samples: int, training: bool = True) -> None:
+        """Step `step` (1-based within this run) ran on the systems (an evaluation step
+        when not training)."""
+        workload = self.workload if training else self.workload.with_(training=False)
+        self.clock.advance(cs2_timing.step_seconds(workload, step, self.num_csx,
+                                                   system=self.system))
         self.samples += samples
 
     def run_seconds(self) -> float:

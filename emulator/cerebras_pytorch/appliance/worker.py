@@ -29,8 +29,9 @@ import traceback
 from pathlib import Path
 
 import aitestbed
-from aitestbed.cerebras import cs2
+from aitestbed.cerebras import cs2, cs3
 from aitestbed.cerebras import timing as cs2_timing
+from aitestbed.devices.base import SystemSpec
 from aitestbed.devices.clock import VirtualClock
 
 from . import program as programs
@@ -129,7 +130,12 @@ def artifact_dir(compile_root: str, compile_dir: str, compile_hash: str) -> Path
     return Path(compile_root) / relative / compile_hash
 
 
-def compile_job(request: dict, compile_root: str, clock: VirtualClock) -> dict:
+def _release(request: dict) -> tuple[int, ...]:
+    return tuple(int(p) for p in str(request.get("release", "")).split(".")[:2] if p.isdigit())
+
+
+def compile_job(request: dict, compile_root: str, clock: VirtualClock,
+                system: SystemSpec = cs2.CS2) -> dict:
     program = request["program"]
     num_csx = int(request.get("num_csx") or 1)
     if "script" in program:  # measured by the client, which traced the model
@@ -143,6 +149,14 @@ def compile_job(request: dict, compile_root: str, clock: VirtualClock) -> dict:
             raise ApplianceClientError("The program has no model_fn to compile.")
         workload = programs.describe(functions["model_fn"], program["params"])
     validate_only = bool(program.get("validate_only"))
+    if not validate_only and _release(request) >= (2, 10):
+        digest = programs.compile_hash(program, num_csx, workload)
+        cached = artifact_dir(compile_root, request.get("compile_dir", ""), digest)
+        if (cached / ARTIFACTS).is_file():  # 2.10 reuses a compile of the same program
+            log.info(f'Found existing cached compile with hash: "{digest}"')
+            log.info("Compile artifacts successfully written to remote compile directory. "
+                     f"Compile hash is: {digest}")
+            return {"compile_hash": digest, "seconds": clock.device_seconds}
     seconds = cs2_timing.compile_seconds(workload, validate_only)
     stages = COMPILE_STAGES[:VALIDATE_STAGES] if validate_only else COMPILE_STAGES
     for index, stage in enumerate(stages):
@@ -150,7 +164,7 @@ def compile_job(request: dict, compile_root: str, clock: VirtualClock) -> dict:
         clock.advance(seconds / len(stages))
         if index == FIT_STAGE:
             try:
-                cs2.check_fit(workload, num_csx)
+                cs2.check_fit(workload, num_csx, system)
             except cs2.WaferOutOfMemoryError as err:
                 raise ApplianceCompilationError(f"Compile failed: {err}") from err
     if validate_only:
@@ -168,7 +182,7 @@ def compile_job(request: dict, compile_root: str, clock: VirtualClock) -> dict:
 
 
 def execute_job(request: dict, compile_root: str, clock: VirtualClock, channel: ChannelServer,
-                systems: list[str]) -> dict:
+                systems: list[str], system: SystemSpec = cs2.CS2) -> dict:
     digest = request.get("compile_hash")
     compile_dir = request.get("compile_dir", "")
     artifacts = artifact_dir(compile_root, compile_dir, digest) / ARTIFACTS if digest else None
@@ -180,7 +194,7 @@ def execute_job(request: dict, compile_root: str, clock: VirtualClock, channel: 
     program = request["program"]
     session = sessions.ApplianceSession(
         job_type="execute", request=request, workload=cs2.Workload(**compiled["workload"]),
-        send=channel.send, systems=systems, clock=clock)
+        send=channel.send, systems=systems, clock=clock, system=system)
     if "script" in program:
         sessions.activate(session)
         try:
@@ -215,6 +229,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--client-token-sha256", default="",
                         help="sha256 (hex) of the secret the job's client presents")
     parser.add_argument("--systems", default="")
+    parser.add_argument("--system-model", default=cs2.CS2.name, choices=sorted(cs3.MODELS),
+                        help="the systems' model: the wafer a compile must fit, the step time")
     return parser.parse_args(argv)
 
 
@@ -236,10 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         confine(request, [args.compile_root, os.path.dirname(_normal(args.result)),
                           os.path.dirname(_normal(args.request))])
         clock = VirtualClock()
+        system = cs3.system_spec(args.system_model)
         if args.job_type == "compile":
-            result = compile_job(request, args.compile_root, clock)
+            result = compile_job(request, args.compile_root, clock, system)
         else:
-            result = execute_job(request, args.compile_root, clock, channel, systems)
+            result = execute_job(request, args.compile_root, clock, channel, systems, system)
         channel.send({"type": "done", **result})
         ok, text = True, f"{args.job_type} job succeeded"
     except BaseException as err:  # noqa: BLE001 - every failure is reported, never hangs

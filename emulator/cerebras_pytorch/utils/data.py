@@ -277,7 +277,7 @@ class DataExecutor:
             script.submit_running_script(self)
         batches = self.backend.start_run(self._start_input)
         self.profiler = Profiler(self.backend)
-        DataExecutor._running = self
+        outer, DataExecutor._running = DataExecutor._running, self  # validation within fit
         try:
             for step in range(1, self.num_steps + 1):
                 self.user_iteration = step
@@ -286,6 +286,6 @@ class DataExecutor:
                 yield batch
                 self.complete_step()
         finally:
-            DataExecutor._running = None
+            DataExecutor._running = outer
             if self.writer is not None and hasattr(self.writer, "flush"):
                 self.writer.flush()

@@ -7,7 +7,8 @@
 # their data and configs) and, per release, a directory named as its tag
 # (Release_1.9.1, Release_2.1.1) with what is that release's own (its runner,
 # CLI, README). Each release's tree is all_releases/ with its own files laid
-# over it; each becomes one commit, oldest release first, tagged with its
+# over it (a release whose directory holds STANDALONE is its own files alone: the
+# src/cerebras/modelzoo layout of Release_2.10.0); each becomes one commit, oldest release first, tagged with its
 # name; main points at the newest. Identities, dates and modes are fixed,
 # so the same trees always give the same commit ids. DEST_BARE_REPO is rebuilt
 # from scratch (it must be absent, empty, or a mirror this script made).
@@ -42,8 +43,11 @@ git -C "$work" config tag.gpgSign false
 day=1
 for release in $releases; do
     find "$work" -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} +
-    for layer in all_releases "$release"; do
-        (cd "$src/$layer" && tar -cf - --exclude=__pycache__ --exclude='*.pyc' .) |
+    layers="all_releases $release"
+    [ -f "$src/$release/STANDALONE" ] && layers=$release
+    for layer in $layers; do
+        (cd "$src/$layer" && tar -cf - --exclude=__pycache__ --exclude='*.pyc' \
+            --exclude=./STANDALONE .) |
             (cd "$work" && tar -xf -)
     done
     find "$work" -path "$work/.git" -prune -o -type d -exec chmod 0755 {} +

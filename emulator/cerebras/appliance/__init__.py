@@ -1,0 +1,10 @@
+"""cerebras.appliance: Release 2.10's name of the emulated cerebras_appliance (the same modules)."""
+
+import sys
+
+from cerebras_pytorch._alias import install
+
+install()
+import cerebras_appliance as _package  # noqa: E402
+
+sys.modules[__name__] = _package
