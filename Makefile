@@ -13,7 +13,7 @@ AITESTBED := $(BIN)/aitestbed --name $(NAME)
         test-unit test-cluster lint bench lock clean rehearse
 
 help:
-	@echo "make cluster-up [PROFILE=alcf|mini] [SYSTEMS=graphcore,sambanova] [NAME=aitestbed]"
+	@echo "make cluster-up [PROFILE=alcf|mini|alcf-2026|alcf-2026-mini] [SYSTEMS=graphcore,sambanova] [NAME=aitestbed]"
 	@echo "make test        unit tests, then cluster tests on a cluster of their own"
 	@echo "make cluster-down | cluster-destroy | status | lint | bench"
 
@@ -75,6 +75,7 @@ bench: venv engine
 	$(BIN)/python tests/bench/bench_graphcore.py
 	$(BIN)/python tests/bench/bench_sambanova.py
 	$(BIN)/python tests/bench/bench_cerebras.py
+	$(BIN)/python tests/bench/bench_alcf_2026.py
 	$(BIN)/python tests/bench/bench_onboarding.py
 	$(BIN)/python tests/bench/bench_ci.py
 	$(BIN)/python tests/bench/bench_images.py

@@ -1,0 +1,159 @@
+"""The testbed as ALCF's current docs show it (profile alcf-2026-mini, Cerebras only):
+their Cerebras blocks, run as a user on the user node (reference:
+alcf-testbed-2026.md §2.2-2.8). A cluster of its own, brought up for this module.
+
+Set AITESTBED_TEST_CLUSTER_2026 to run against an existing alcf-2026 cluster instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+
+import pytest
+from aitestbed.cerebras import csctl
+
+from .conftest import Cluster
+
+PROFILE = "alcf-2026-mini"
+LOGIN = "cer-login-04"
+USERNODE = "cer-usn-01"
+GPT3 = "~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/gpt3"
+# customizing-environment.md, as a user types it (deactivate and rm -r complain, harmlessly,
+# on a first install).
+SETUP = """
+mkdir ~/R_2.10.0
+cd ~/R_2.10.0
+export HTTPS_PROXY=http://proxy.alcf.anl.gov:3128
+export https_proxy=http://proxy.alcf.anl.gov:3128
+git clone https://github.com/Cerebras/modelzoo.git
+cd modelzoo
+git tag
+git checkout Release_2.10.0
+cd ~/R_2.10.0
+deactivate
+rm -r venv_cerebras_pt
+/usr/bin/python3.11 -m venv venv_cerebras_pt
+source venv_cerebras_pt/bin/activate
+pip install --upgrade pip
+pip install -e modelzoo
+"""
+# running-a-model-or-program.md
+RUN = f"""
+source ~/R_2.10.0/venv_cerebras_pt/bin/activate
+cd {GPT3}
+cp /software/cerebras/dataset/OWT/Pytorch/111m_modified.yaml configs/Cerebras_GPT/111m_modified.yaml
+export MODEL_DIR=model_dir_gpt3_111m
+if [ -d "$MODEL_DIR" ]; then rm -Rf $MODEL_DIR; fi
+cszoo fit configs/Cerebras_GPT/111m_modified.yaml --job_labels name=gpt3_111m --model_dir $MODEL_DIR |& tee mytest.log
+grep -B1 "Job id:" mytest.log
+"""  # noqa: E501 - the docs' lines, verbatim
+RESTART = f"""
+source ~/R_2.10.0/venv_cerebras_pt/bin/activate
+cd {GPT3}
+sed -i 's/max_steps: 400/max_steps: 800/' configs/Cerebras_GPT/111m_modified.yaml
+export MODEL_DIR=model_dir_gpt3_111m
+cszoo fit --checkpoint_path=model_dir_gpt3_111m/checkpoint_400.mdl configs/Cerebras_GPT/111m_modified.yaml --job_labels name=gpt3_111m --model_dir $MODEL_DIR |& tee mytest.log
+"""  # noqa: E501 - the docs' lines, verbatim
+JOB_ID = re.compile(r"INFO:   Job id: (wsjob-[a-z0-9]+), workflow id: (wflow-[a-z0-9]+), "
+                    r"namespace: job-operator, remote log path: "
+                    r"/n1/wsjob/workdir/job-operator/wsjob-[a-z0-9]+$", re.M)
+
+
+@pytest.fixture(scope="module")
+def testbed():
+    existing = os.environ.get("AITESTBED_TEST_CLUSTER_2026")
+    name = existing or f"ci26-{uuid.uuid4().hex[:6]}"
+    os.environ["AITESTBED_USER"] = "learner"
+    c = Cluster(name, "learner")
+    if not existing:
+        c.cli("up", "--profile", PROFILE, "--systems", "cerebras", timeout=1800)
+    try:
+        result = c.log_in(LOGIN)
+        assert result.returncode == 0, result.stderr
+        yield c
+    finally:
+        c.log_out(LOGIN)
+        if not existing:
+            c.cli("destroy", check=False)
+
+
+def on_usernode(testbed, script: str, timeout: float = 600) -> tuple[int, str]:
+    return testbed.hop(LOGIN, USERNODE, script, timeout=timeout)
+
+
+def test_the_login_path_of_the_docs(testbed):
+    """`ssh ALCFUserID@cerebras.alcf.anl.gov`, then `ssh cer-usn-01`; the prompt's name."""
+    result = testbed.ssh("cerebras.alcf.anl.gov", "hostname")
+    assert result.returncode == 0 and result.stdout.strip() == LOGIN, result.stderr
+    rc, out = on_usernode(testbed, "hostname; stat -c %a ~")
+    assert rc == 0 and out.split()[:2] == ["cer-anl-net001-us-sr01", "700"], out
+
+
+def test_csctl_of_release_2_10(testbed):
+    rc, out = on_usernode(testbed, "csctl -h")
+    assert rc == 0 and out == csctl.USAGE_2026, out
+    rc, out = on_usernode(testbed, "csctl --version; csctl get cluster; csctl get nodegroup")
+    assert rc == 0 and out.startswith("csctl version 2.10.0\n"), out
+    assert re.search(r"^cer-cs3-01 +system +CS-3 +ok", out, re.M), out
+    assert re.search(r"^cer-mgmt-01 +node +management", out, re.M), out
+    assert len(re.findall(r"^cer-anl-net001-mx-sr\d\d +node +memoryx", out, re.M)) == 24
+    assert re.search(r"^nodegroup1 +12 +183Gi", out, re.M), out
+    rc, out = on_usernode(testbed, "csctl get cluster --role bogus; csctl -v")
+    assert rc != 0 and "invalid role: bogus" in out and "unknown shorthand flag" in out
+
+
+@pytest.fixture(scope="module")
+def gpt3(testbed):
+    """The docs' venv and install, then their GPT-3 111M run (once for the module)."""
+    rc, setup = on_usernode(testbed, SETUP, timeout=600)
+    assert "Release_2.10.0" in setup, setup
+    assert re.search(r"Successfully installed cerebras[-_]modelzoo-2\.10\.0 "
+                     r"cerebras[-_]pytorch-2\.10\.0", setup), setup
+    rc, out = on_usernode(testbed, RUN, timeout=900)
+    assert rc == 0, out
+    return out
+
+
+def test_the_docs_gpt3_run(testbed, gpt3):
+    jobs = list(dict.fromkeys(JOB_ID.findall(gpt3)))  # the log, then the docs' grep -B1
+    assert len(jobs) == 2 and jobs[0][1] == jobs[1][1], gpt3  # compile + execute, one workflow
+    assert "Initiating a new compile wsjob against the cluster server." in gpt3
+    assert re.search(r"\| Train Device=CSX, Step=400, Loss=\d+\.\d{5}, Rate=[\d.]+ samples/sec, "
+                     r"GlobalRate=[\d.]+ samples/sec, LoopTimeRemaining=0:00:00, "
+                     r"TimeRemaining=0:00:00", gpt3), gpt3
+    assert re.search(r"\| Eval Device=CSX, GlobalStep=400, Batch=100, Loss=", gpt3)
+    assert "Saved checkpoint model_dir_gpt3_111m/checkpoint_400.mdl" in gpt3
+    processed = re.search(r"Processed 48000 training sample\(s\) in ([\d.]+) seconds\.", gpt3)
+    assert processed and abs(float(processed.group(1)) - 820.6) < 5, gpt3  # docs: 820.58 s
+
+    rc, table = on_usernode(testbed, "csctl get jobs -a")
+    assert rc == 0, table
+    header = table.splitlines()[0].split()
+    assert header == ["SESSION", "NAME", "TYPE", "PRIORITY", "AGE", "DURATION", "PHASE",
+                      "SYSTEMS", "USER", "LABELS", "WORKFLOW", "DASHBOARD"]
+    rows = [line.split() for line in table.splitlines()[1:] if jobs[0][1] in line]
+    assert sorted(r[2] for r in rows) == ["compile", "execute"], table
+    assert all(r[0] == "job-operator" and r[3:5] == ["P2", "(299)"] for r in rows), table
+    execute = next(r for r in rows if r[2] == "execute")
+    assert execute[8].startswith("cer-cs3-0") and "name=gpt3_111m,user=learner" in execute
+
+
+def test_restart_from_the_checkpoint_finds_the_cached_compile(testbed, gpt3):
+    rc, out = on_usernode(testbed, RESTART, timeout=900)
+    assert rc == 0, out
+    assert re.search(r'Found existing cached compile with hash: "cs_\d+"', out), out
+    assert "Loading weights from checkpoint" in out
+    assert re.search(r"\| Train Device=CSX, Step=420, ", out) and "Step=800," in out
+    rc, listing = on_usernode(testbed, f"ls {GPT3}/model_dir_gpt3_111m")
+    assert "checkpoint_400.mdl" in listing and "checkpoint_800.mdl" in listing
+
+
+def test_more_systems_than_the_cluster_has_is_the_schedulers_error(testbed, gpt3):
+    rc, out = on_usernode(testbed, f"source ~/R_2.10.0/venv_cerebras_pt/bin/activate && "
+                                   f"cd {GPT3} && cszoo fit "
+                                   "configs/Cerebras_GPT/111m_modified.yaml "
+                                   "--model_dir three --num_csx=3", timeout=600)
+    assert rc != 0 and "job requests 3 system(s) but the cluster has 2" in out, out
+    assert "Traceback" not in out
