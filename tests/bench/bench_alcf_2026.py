@@ -38,6 +38,15 @@ grep -E 'Step=400,|Batch=100,|Processed' run.log
 """
 
 
+# The filler jobs have no client: the scheduler cancels them within its heartbeat limit.
+# csctl is timed once they have ended (the API no longer busy with them).
+SETTLE = """TIMEFORMAT=%R
+for i in $(seq 120); do
+    csctl get jobs | grep -qE ' (QUEUEING|SCHEDULED|RUNNING) ' || break; sleep 1
+done
+"""
+
+
 def on_usernode(name: str, script: str, shell: str = "bash") -> str:
     result = Driver(name).ssh("cer-login-04", f"ssh -o BatchMode=yes cer-usn-01 {shell} -s",
                               input=script)
@@ -54,6 +63,7 @@ def main() -> None:
         on_usernode(name, SETUP)
         run = on_usernode(name, RUN)
         jobs = on_usernode(name, FILL, "python3").strip()
+        on_usernode(name, SETTLE)
         csctl = sorted(float(x) for x in on_usernode(name, CSCTL).split())
     finally:
         cli(name, "destroy")
