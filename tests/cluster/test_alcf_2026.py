@@ -1,6 +1,7 @@
-"""The testbed as ALCF's current docs show it (profile alcf-2026-mini, Cerebras only):
-their Cerebras blocks, run as a user on the user node (reference:
-alcf-testbed-2026.md §2.2-2.8). A cluster of its own, brought up for this module.
+"""The testbed as ALCF's current docs show it (profile alcf-2026-mini, Cerebras and
+Graphcore): their Cerebras blocks, run as a user on the user node (reference:
+alcf-testbed-2026.md §2.2-2.8, 2.11), and the Graphcore POD behind its renamed login
+node (§3). A cluster of its own, brought up for this module.
 
 Set AITESTBED_TEST_CLUSTER_2026 to run against an existing alcf-2026 cluster instead.
 """
@@ -18,6 +19,7 @@ from .conftest import Cluster
 
 PROFILE = "alcf-2026-mini"
 LOGIN = "cer-login-04"
+GC_LOGIN = "gc-login-03"
 USERNODE = "cer-usn-01"
 GPT3 = "~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/gpt3"
 # customizing-environment.md, as a user types it (deactivate and rm -r complain, harmlessly,
@@ -68,13 +70,15 @@ def testbed():
     os.environ["AITESTBED_USER"] = "learner"
     c = Cluster(name, "learner")
     if not existing:
-        c.cli("up", "--profile", PROFILE, "--systems", "cerebras", timeout=1800)
+        c.cli("up", "--profile", PROFILE, "--systems", "cerebras,graphcore", timeout=1800)
     try:
-        result = c.log_in(LOGIN)
-        assert result.returncode == 0, result.stderr
+        for host in (LOGIN, GC_LOGIN):
+            result = c.log_in(host)
+            assert result.returncode == 0, result.stderr
         yield c
     finally:
-        c.log_out(LOGIN)
+        for host in (LOGIN, GC_LOGIN):
+            c.log_out(host)
         if not existing:
             c.cli("destroy", check=False)
 
@@ -89,6 +93,16 @@ def test_the_login_path_of_the_docs(testbed):
     assert result.returncode == 0 and result.stdout.strip() == LOGIN, result.stderr
     rc, out = on_usernode(testbed, "hostname; stat -c %a ~")
     assert rc == 0 and out.split()[:2] == ["cer-anl-net001-us-sr01", "700"], out
+
+
+def test_graphcore_behind_its_renamed_login_node(testbed):
+    """getting-started.md: `ssh ALCFUserID@gc-login-03.ai.alcf.anl.gov`, then
+    `ssh gc-poplar-02`; job-queuing-and-submission.md: sinfo's p64 and `srun --ipus=1`."""
+    rc, out = testbed.run(GC_LOGIN, "hostname; sinfo")
+    assert rc == 0 and out.startswith(f"{GC_LOGIN}\n"), out
+    assert re.search(r"^p64\*\s+up\s+infinite\s+2\s+idle\s+gc-poplar-\[01-02\]$", out, re.M)
+    rc, out = testbed.hop(GC_LOGIN, "gc-poplar-02", "srun --ipus=1 hostname")
+    assert rc == 0 and re.search(r"^gc-poplar-0[12]$", out, re.M), out
 
 
 def test_csctl_of_release_2_10(testbed):
@@ -157,3 +171,16 @@ def test_more_systems_than_the_cluster_has_is_the_schedulers_error(testbed, gpt3
                                    "--model_dir three --num_csx=3", timeout=600)
     assert rc != 0 and "job requests 3 system(s) but the cluster has 2" in out, out
     assert "Traceback" not in out
+
+
+def test_a_tag_without_setup_py_fails_as_the_docs_troubleshooting_says(testbed, gpt3):
+    """"if modelzoo/setup.py does not exist after tag checkout, please re-clone": an older
+    release's tree has none, and pip says so."""
+    rc, out = on_usernode(testbed, "source ~/R_2.10.0/venv_cerebras_pt/bin/activate && "
+                                   "rm -rf ~/mz-old && git clone -q "
+                                   "https://github.com/Cerebras/modelzoo.git ~/mz-old && "
+                                   "git -C ~/mz-old checkout -q Release_2.1.1 && "
+                                   "ls ~/mz-old/setup.py; pip install -e ~/mz-old; "
+                                   "echo rc=$?; rm -rf ~/mz-old")
+    assert "No such file or directory" in out, out
+    assert "neither 'setup.py' nor 'pyproject.toml' found" in out and "rc=1" in out, out

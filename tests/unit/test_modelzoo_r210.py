@@ -130,3 +130,30 @@ def test_bad_input_gets_a_message_not_a_traceback(tmp_path, owt):
     assert unknown.returncode == 2 and "unrecognized arguments: --bogus" in unknown.stderr
     for each in (missing, result, zero, unknown):
         assert "Traceback" not in each.stderr
+
+
+def test_job_time_sec_priority_and_the_automatic_mounts_reach_the_request(tmp_path, owt,
+                                                                           monkeypatch):
+    """The usage guidelines' `job_time_sec` (cluster_config) and --job_priority go with the
+    job; cszoo mounts the modelzoo, the data and the checkpoint's directory itself."""
+    monkeypatch.syspath_prepend(str(MODELZOO / "src"))
+    from cerebras.modelzoo.cli.main import parser
+    from cerebras.modelzoo.common import run_utils
+    from cerebras.modelzoo.trainer import config as trainer_config
+
+    params = yaml.safe_load((owt / "111m_modified.yaml").read_text())
+    params["trainer"]["init"]["backend"]["cluster_config"] = {"job_time_sec": 3600,
+                                                              "num_csx": 2}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(params))
+    args = parser().parse_args(["fit", str(path), "--job_priority", "p1", "--checkpoint_path",
+                                str(tmp_path / "ck" / "checkpoint_400.mdl")])
+    flow_params = trainer_config.to_params(trainer_config.load(str(path)), args)
+    cs_config = run_utils.cs_config(args, flow_params)
+    assert (cs_config.job_time_sec, cs_config.num_csx, cs_config.job_priority) == (3600, 2, "p1")
+    assert run_utils.SRC in cs_config.python_paths and run_utils.SRC in cs_config.mount_dirs
+    assert str(owt / "train_msl2048") in cs_config.mount_dirs
+    assert str(tmp_path / "ck") in cs_config.mount_dirs
+    args = parser().parse_args(["fit", str(path), "--num_csx", "1"])
+    assert trainer_config.to_params(trainer_config.load(str(path)), args)["runconfig"][
+        "num_csx"] == 1  # the command line over the YAML

@@ -236,6 +236,13 @@ class Agent:
         """Who the job's workloads run as (workload_user), or WorkloadUserError."""
         return workload_user(job, self.service_user)
 
+    def supplementary_groups(self, runner: pwd.struct_passwd) -> list[int]:
+        """None for the service user; a user's own groups (their projects' data in
+        /projects) for a job that runs as its user."""
+        if runner.pw_uid == self.service_user.pw_uid:
+            return []
+        return [g for g in os.getgrouplist(runner.pw_name, runner.pw_gid) if g != runner.pw_gid]
+
     def compile_root(self, job: dict, runner: pwd.struct_passwd) -> str:
         """The service user's compile root, or (release 2.10) the job's user's own."""
         if runner.pw_uid == self.service_user.pw_uid:
@@ -292,7 +299,8 @@ class Agent:
             process = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=subprocess.STDOUT,
                                        start_new_session=True, user=runner.pw_uid,
-                                       group=runner.pw_gid, extra_groups=[])
+                                       group=runner.pw_gid,
+                                       extra_groups=self.supplementary_groups(runner))
         finally:
             os.close(out)
         ticks = process_start_ticks(process.pid) or 0
