@@ -2,7 +2,6 @@
 settings, Release 2.10's csctl, job priorities and workflows, and the 2.10 wheel."""
 
 import datetime
-import json
 import zipfile
 
 import pytest
@@ -220,4 +219,3 @@ def test_cerebras_pytorch_under_its_2_10_name_is_the_same_module():
     import cerebras_pytorch
     import cerebras_pytorch.utils.data
     assert cstorch is cerebras_pytorch and data is cerebras_pytorch.utils.data
-    json.dumps({})  # (json imported for the module's other tests)

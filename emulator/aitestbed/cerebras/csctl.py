@@ -102,8 +102,7 @@ DASHBOARD = ("https://{host}/d/WebHNShVz/wsjob-dashboard"
 def edition_for(release: str | None) -> Edition:
     """The edition of the cluster's release (/etc/cerebras/cluster.json): 2.10 and later
     print the current docs' columns."""
-    parts = tuple(int(p) for p in str(release or "").split(".")[:2] if p.isdigit())
-    return EDITION_2026 if parts >= (2, 10) else EDITION_2023
+    return EDITION_2026 if wsjob.release_tuple(release) >= (2, 10) else EDITION_2023
 
 
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

@@ -58,9 +58,13 @@ def priority_label(value: int) -> str:
     return f"P{min(3, max(0, value // 100))} ({value})"
 
 
+def release_tuple(version: str | None) -> tuple[int, ...]:
+    """A Cerebras release's major and minor numbers: "2.10.0" -> (2, 10); () if none."""
+    return tuple(int(part) for part in str(version or "").split(".")[:2] if part.isdigit())
+
+
 def release_of(job: dict) -> tuple[int, ...]:
-    release = str(job["spec"].get("release", ""))
-    return tuple(int(part) for part in release.split(".")[:2] if part.isdigit())
+    return release_tuple(job["spec"].get("release"))
 
 
 def runs_as_its_user(job: dict) -> bool:

@@ -410,24 +410,15 @@ def write_bert(root: Path, prefix: str, seed: int) -> None:
 def write_gptj(root: Path, prefix: str, seed: int) -> None:
     data = root / "msl2048" / "train"
     data.mkdir(parents=True)
-    ids = {word: i for i, word in enumerate(vocabulary())}
     for index in range(GPTJ_FILES):
-        grammar = Grammar(np.random.default_rng([seed, 3, index]))
-        needed = GPTJ_SEQUENCES_PER_FILE * GPTJ_MSL + 1
-        stream: list[int] = []
-        while len(stream) < needed:
-            stream += [ids[w] for w in grammar.document()]
-        tokens = np.array(stream[:needed], dtype=np.uint16)
-        inputs = tokens[:-1].reshape(GPTJ_SEQUENCES_PER_FILE, GPTJ_MSL)
-        labels = tokens[1:].reshape(GPTJ_SEQUENCES_PER_FILE, GPTJ_MSL)
         np.save(data / f"data-{index:05d}.npy",
-                np.stack([inputs, np.ones_like(inputs), labels], axis=1))
+                _gpt_sequences(seed, 3, index, GPTJ_SEQUENCES_PER_FILE, GPTJ_MSL))
     (root / GPTJ_YAML).write_text(params_text(GPTJ_PARAMS, f"{prefix}/{GPTJ_DIR}/msl2048"))
     (root / "README.md").write_text(_readme("gptj", (
         f"msl2048/train/: {GPTJ_FILES} .npy files of {GPTJ_SEQUENCES_PER_FILE} sequences of "
         f"{GPTJ_MSL} tokens, shape (sequences, 3, {GPTJ_MSL}) uint16: input_ids, attention_mask, "
         "labels (the next token). Grammar-generated English-like text, word-level vocabulary "
-        f"of {len(ids)} tokens (id 0 is {EOS}). Seed {seed}.")))
+        f"of {len(vocabulary())} tokens (id 0 is {EOS}). Seed {seed}.")))
 
 
 def _gpt_sequences(seed: int, tag: int, index: int, sequences: int, length: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from aitestbed.cerebras.wsjob import release_tuple
 from aitestbed.datasets import fashion_mnist, mnist
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
@@ -219,10 +220,6 @@ SYSTEM_PACKAGES_PTH = (  # one line, run by site.py (no comprehension: it sees n
     "'/usr/lib/python3/dist-packages')))\n")
 
 
-def _release_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
-
-
 def build_kubernetes(root: Path | None = None) -> Path:
     """build/kubernetes: kube-apiserver and kubectl, built once from the Go module and cached."""
     root = root or project_root()
@@ -256,7 +253,7 @@ def build_cerebras(root: Path | None = None) -> Path:
                      f'to."""\n\n__version__ = "{version}"\n'
                      for package in ("cerebras_pytorch", "cerebras_appliance")}
         requires = ["torch", "pyyaml"]
-        if _release_tuple(version) >= (2, 10):
+        if release_tuple(version) >= (2, 10):
             packages["cerebras"] = root / "emulator" / "cerebras"
             overrides["cerebras_pytorch-system-packages.pth"] = SYSTEM_PACKAGES_PTH
             requires = []

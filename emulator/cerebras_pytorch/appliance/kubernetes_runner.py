@@ -61,11 +61,6 @@ class Heartbeat:
         logger.info(f"Heartbeat thread stopped for {self.name}.")
 
 
-def _release() -> tuple[int, ...]:
-    """This client's release as numbers: its log lines follow that release's."""
-    return tuple(int(part) for part in __version__.split(".")[:2] if part.isdigit())
-
-
 class KubernetesJobRunner:
     def __init__(self):
         self.errors = errors
@@ -101,7 +96,7 @@ class KubernetesJobRunner:
         except (ApiError, Unreachable) as err:
             raise self.errors.ApplianceClientError(
                 f"the cluster server refused the {job_type} job: {err}") from None
-        if _release() >= (2, 10):
+        if wsjob.release_tuple(__version__) >= (2, 10):  # that release's log line
             logger.info(f"Job id: {name}, workflow id: {self.workflow}, namespace: "
                         f"{self.namespace}, remote log path: {job['spec']['workdir']}")
         else:

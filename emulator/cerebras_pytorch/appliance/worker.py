@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 
 import aitestbed
-from aitestbed.cerebras import cs2, cs3
+from aitestbed.cerebras import cs2, cs3, wsjob
 from aitestbed.cerebras import timing as cs2_timing
 from aitestbed.devices.base import SystemSpec
 from aitestbed.devices.clock import VirtualClock
@@ -130,10 +130,6 @@ def artifact_dir(compile_root: str, compile_dir: str, compile_hash: str) -> Path
     return Path(compile_root) / relative / compile_hash
 
 
-def _release(request: dict) -> tuple[int, ...]:
-    return tuple(int(p) for p in str(request.get("release", "")).split(".")[:2] if p.isdigit())
-
-
 def compile_job(request: dict, compile_root: str, clock: VirtualClock,
                 system: SystemSpec = cs2.CS2) -> dict:
     program = request["program"]
@@ -149,7 +145,7 @@ def compile_job(request: dict, compile_root: str, clock: VirtualClock,
             raise ApplianceClientError("The program has no model_fn to compile.")
         workload = programs.describe(functions["model_fn"], program["params"])
     validate_only = bool(program.get("validate_only"))
-    if not validate_only and _release(request) >= (2, 10):
+    if not validate_only and wsjob.release_tuple(request.get("release")) >= (2, 10):
         digest = programs.compile_hash(program, num_csx, workload)
         cached = artifact_dir(compile_root, request.get("compile_dir", ""), digest)
         if (cached / ARTIFACTS).is_file():  # 2.10 reuses a compile of the same program
