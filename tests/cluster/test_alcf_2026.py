@@ -184,3 +184,37 @@ def test_a_tag_without_setup_py_fails_as_the_docs_troubleshooting_says(testbed, 
                                    "echo rc=$?; rm -rf ~/mz-old")
     assert "No such file or directory" in out, out
     assert "neither 'setup.py' nor 'pyproject.toml' found" in out and "rc=1" in out, out
+
+
+# example-programs.md: two of its blocks verbatim (ESM-2 reads /software/datasets, DiT
+# the dataset tree of Release 2.10); every example runs in the unit tests.
+EXAMPLES = """
+source ~/R_2.10.0/venv_cerebras_pt/bin/activate
+cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/esm2
+cp /software/cerebras/dataset/ESM-2/params_esm2_t12_35M_UR50D_modified.yaml configs/params_esm2_t12_35M_UR50D_modified.yaml
+export MODEL_DIR=model_dir_esm2
+if [ -d "$MODEL_DIR" ]; then rm -Rf $MODEL_DIR; fi
+cszoo fit configs/params_esm2_t12_35M_UR50D_modified.yaml --job_labels name=esm2_t12_35m --model_dir $MODEL_DIR |& tee mytest.log
+cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/vision/dit
+cp /software/cerebras/dataset/params_dit_2B_patchsize_2x2_modified.yaml configs/params_dit_2B_patchsize_2x2_modified.yaml
+export MODEL_DIR=model_dir_dit
+if [ -d "$MODEL_DIR" ]; then rm -Rf $MODEL_DIR; fi
+cszoo fit configs/params_dit_2B_patchsize_2x2_modified.yaml --job_labels name=DiT --model_dir $MODEL_DIR |& tee mytest.log
+"""  # noqa: E501 - the docs' lines, verbatim
+
+
+def test_the_docs_example_programs_esm2_and_dit(testbed, gpt3):
+    rc, out = on_usernode(testbed, EXAMPLES, timeout=900)
+    assert rc == 0, out
+    for model_dir, step, samples in (("model_dir_esm2", 400, 819200),
+                                     ("model_dir_dit", 400, 467200)):
+        assert f"Saved checkpoint {model_dir}/checkpoint_{step}.mdl" in out, out
+        assert f"Processed {samples} training sample(s) in " in out, out
+    rates = [float(r) for r in re.findall(r"\| Train Device=CSX, Step=(?:100|200), Loss=[\d.]+, "
+                                          r"Rate=([\d.]+) samples/sec", out)]
+    assert len(rates) == 4, out  # steps 100 and 200 of each
+    assert all(940 < r < 1020 for r in rates[:2]), out  # ESM-2: the docs' ~980 samples/s
+    assert all(830 < r < 910 for r in rates[2:]), out  # DiT: the docs' ~870 samples/s
+    rc, mine = on_usernode(testbed, "ls ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/"
+                                    "esm2/model_dir_esm2; readlink /software/datasets")
+    assert rc == 0 and "checkpoint_400.mdl" in mine, mine

@@ -39,9 +39,14 @@ def test_the_cs3_is_the_documented_wafer():
 
 
 def test_gpt3_timing_is_the_docs_sample_on_one_cs3():
+    # "Processed 48000 training sample(s) in 820.575766695 seconds": the 400 steps, the
+    # checkpoint and the validation (its staging and 100 batches)
     seconds = sum(timing.step_seconds(GPT3, s, 1, system=cs3.CS3) for s in range(1, 401))
-    assert seconds == pytest.approx(820.58, rel=0.002)  # "48000 ... in 820.575766695 seconds"
     evaluation = GPT3.with_(training=False)
+    validation = timing.weight_transfer_seconds(GPT3) + timing.PROGRAMMING_SECONDS + sum(
+        timing.step_seconds(evaluation, s, 1, system=cs3.CS3) for s in range(1, 101))
+    assert seconds + timing.checkpoint_seconds(GPT3, cs3.CS3) + validation == pytest.approx(
+        820.58, rel=0.002)
     assert 120 / timing.steady_step_seconds(evaluation, 1, cs3.CS3) == pytest.approx(1170)
     assert timing.compile_seconds(GPT3) == pytest.approx(72.0)
     assert timing.checkpoint_seconds(GPT3) == pytest.approx(6.66)  # 60 s per billion
@@ -219,3 +224,26 @@ def test_cerebras_pytorch_under_its_2_10_name_is_the_same_module():
     import cerebras_pytorch
     import cerebras_pytorch.utils.data
     assert cstorch is cerebras_pytorch and data is cerebras_pytorch.utils.data
+
+
+def test_a_release_2_10_cluster_links_the_current_docs_dataset_tree(tmp_path, monkeypatch):
+    """Two of the docs' YAML paths are the 2023 guide's in a newer format: a 2.10 cluster
+    shows /software/cerebras/dataset from its own tree, and /software/datasets."""
+    from aitestbed.cerebras import node_setup
+
+    monkeypatch.setattr(node_setup, "SOFTWARE", tmp_path / "software" / "cerebras")
+    monkeypatch.setattr(node_setup, "DATASETS", tmp_path / "software" / "datasets")
+    monkeypatch.setattr(node_setup, "SOFTWARE_SOURCE", tmp_path / "image")
+    node_setup.link_software("2.10.0")
+    assert (tmp_path / "software" / "cerebras" / "dataset").readlink() == \
+        tmp_path / "image" / "dataset-r2.10"
+    assert (tmp_path / "software" / "datasets").readlink() == tmp_path / "image" / "datasets"
+    older = node_setup.software_links("2.1.1")
+    assert older[node_setup.SOFTWARE / "dataset"] == tmp_path / "image" / "dataset"
+    assert node_setup.DATASETS not in older
+    # what is there already (a user's, an earlier start's) stays
+    mine = tmp_path / "software" / "cerebras" / "python3.8"
+    mine.unlink()
+    mine.mkdir()
+    node_setup.link_software("2.10.0")
+    assert mine.is_dir() and not mine.is_symlink()

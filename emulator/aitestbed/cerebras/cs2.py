@@ -36,7 +36,7 @@ WEIGHT_BYTES_PER_PARAMETER = 2 + 4  # fp16 weight + fp32 gradient
 ACTIVATION_BYTES_PER_UNIT = 16  # ~8 live fp16 values per hidden unit, token and sample
 USABLE_FRACTION = 0.9
 
-KINDS = ("fc_mnist", "bert", "gptj", "gpt3", "generic")
+KINDS = ("fc_mnist", "bert", "gptj", "gpt3", "llama", "esm2", "vit", "dit", "generic")
 
 
 class WaferOutOfMemoryError(OutOfMemoryError):
@@ -60,6 +60,7 @@ class Workload:
     seq_len: int = 1
     batch_size: int = 1
     training: bool = True
+    micro_batch_size: int = 0  # samples a system holds at once (0: its whole batch share)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -75,7 +76,8 @@ class Workload:
         return {"kind": self.kind, "parameters": self.parameters,
                 "largest_layer_parameters": self.largest_layer_parameters,
                 "hidden_size": self.hidden_size, "seq_len": self.seq_len,
-                "batch_size": self.batch_size, "training": self.training}
+                "batch_size": self.batch_size, "training": self.training,
+                **({"micro_batch_size": self.micro_batch_size} if self.micro_batch_size else {})}
 
 
 def batch_per_system(workload: Workload, num_csx: int) -> int:
@@ -86,8 +88,15 @@ def weight_bytes(workload: Workload) -> int:
     return WEIGHT_BYTES_PER_PARAMETER * workload.largest_layer_parameters
 
 
+def resident_samples(workload: Workload, num_csx: int = 1) -> int:
+    """The samples whose activations a wafer holds at once: its share of the batch, or
+    the micro-batch it runs that share in."""
+    share = batch_per_system(workload, num_csx)
+    return min(share, workload.micro_batch_size) if workload.micro_batch_size > 0 else share
+
+
 def activation_bytes(workload: Workload, num_csx: int = 1) -> int:
-    return (ACTIVATION_BYTES_PER_UNIT * batch_per_system(workload, num_csx)
+    return (ACTIVATION_BYTES_PER_UNIT * resident_samples(workload, num_csx)
             * workload.seq_len * workload.hidden_size)
 
 
@@ -115,9 +124,9 @@ def check_fit(workload: Workload, num_csx: int = 1, system: SystemSpec = CS2) ->
             f"SRAM per system ({_gb(weight_bytes(workload))} for the largest layer's "
             f"{workload.largest_layer_parameters:,} weights and their gradients, "
             f"{_gb(activation_bytes(workload, num_csx))} for the activations of "
-            f"{batch_per_system(workload, num_csx)} sample(s) per system), but only "
+            f"{resident_samples(workload, num_csx)} sample(s) per system), but only "
             f"{_gb(usable_bytes(system))} of the {_gb(chip.memory_bytes)} on the wafer "
             f"({chip.cores:,} cores x {chip.memory_per_core // 1024} KB) are available to it. "
-            "Reduce the layer sizes or the batch size, or spread the batch over more "
-            "systems with --num_csx.")
+            "Reduce the layer sizes, the batch size or micro_batch_size, or spread the "
+            "batch over more systems with --num_csx.")
     return needed

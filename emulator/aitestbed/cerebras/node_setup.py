@@ -13,6 +13,8 @@ What it installs comes from the cluster's state directory (aitestbed.host.kube_p
                    configuration (the Cerebras wheels; PyPI is out of reach)
   every node       /etc/cerebras/cluster.json (release, system model, systems, support
                    servers), links /software/cerebras/{python3.8,dataset} into the image
+                   (for Release 2.10: the current docs' dataset tree, and
+                   /software/datasets)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pwd
 import shutil
 from pathlib import Path
 
+from aitestbed.cerebras import wsjob
 from aitestbed.cerebras.config import CLUSTER_SETTINGS, CREDENTIALS_ROOT, USERNODE_CONFIG
 from aitestbed.cerebras.kubeapi import NAMESPACE
 from aitestbed.cerebras.wsjob import COMPILE_ROOT, USER_COMPILE_ROOT, WORKDIR_ROOT
@@ -32,6 +35,7 @@ from aitestbed.node.init import install_file
 SERVICE_USER = "wsjob"
 SOFTWARE_SOURCE = Path("/opt/cerebras/software")
 SOFTWARE = Path("/software/cerebras")
+DATASETS = Path("/software/datasets")
 PIP_CONF = """# Managed by aitestbed: PyPI cannot be reached from inside the cluster, so pip
 # installs from the Cerebras wheels (`pip install cerebras_pytorch==2.1.1`).
 [global]
@@ -120,13 +124,23 @@ def login_node(cluster: dict, accounts: dict) -> None:
                             source / "kube.crt", source / "kube.key", user["uid"], user["gid"])
 
 
-def link_software() -> None:
-    """Point the shared /software/cerebras at this image's tree; nothing a user made is replaced."""
-    for name in ("python3.8", "dataset"):
-        link = SOFTWARE / name
+def software_links(release: str | None) -> dict[Path, Path]:
+    """The links into this image's tree that the shared /software gets: the 2023 guide's
+    dataset directory, or for Release 2.10 and later the current docs' (whose YAMLs
+    share two of its paths in a newer format) and /software/datasets."""
+    if wsjob.release_tuple(release) >= (2, 10):
+        return {SOFTWARE / "python3.8": SOFTWARE_SOURCE / "python3.8",
+                SOFTWARE / "dataset": SOFTWARE_SOURCE / "dataset-r2.10",
+                DATASETS: SOFTWARE_SOURCE / "datasets"}
+    return {SOFTWARE / name: SOFTWARE_SOURCE / name for name in ("python3.8", "dataset")}
+
+
+def link_software(release: str | None = None) -> None:
+    """Point the shared /software at this image's trees; nothing a user made is replaced."""
+    for link, target in software_links(release).items():
         if not link.exists() and not link.is_symlink():
             link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(SOFTWARE_SOURCE / name)
+            link.symlink_to(target)
 
 
 def main() -> None:
@@ -139,7 +153,7 @@ def main() -> None:
     install_file(json.dumps({key: value for key, value in cluster.items() if key != "server"},
                             indent=2) + "\n", CLUSTER_SETTINGS, 0o644)
     if "/software" in node.mounts:
-        link_software()
+        link_software(cluster.get("release"))
     own = NODE_DIR / "kubernetes"
     if (own / "apiserver.crt").is_file():
         management_node(cluster, own)

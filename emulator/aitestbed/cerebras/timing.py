@@ -52,6 +52,15 @@ class Calibration:
     eval_warmup: bool = True  # the first evaluation step pays the start-up too
 
 
+WEIGHT_TRANSFER_BYTES_PER_SECOND = 10e9
+PROGRAMMING_SECONDS = 45.0
+
+
+def _staging(parameters: int) -> float:
+    """An execute run's staging: the weights sent, the systems programmed."""
+    return 4 * parameters / WEIGHT_TRANSFER_BYTES_PER_SECOND + PROGRAMMING_SECONDS
+
+
 FC_MNIST = Calibration("fc_mnist", 62_710, 1, 128, 1,
                        step_seconds=128 / ((157_300.30 + 125_599.14) / 2),
                        startup_seconds=1_280_000 / 26_905.42 - 10_000 * 128 / (
@@ -75,15 +84,62 @@ GPTJ = Calibration("gptj", 6_053_381_344, 2048, 130, 2,
 # sequence 2048, "Processed 48000 training sample(s) in 820.575766695 seconds"; its
 # evaluation ran at 1,163-1,173 samples/s (batch 120: 0.1026 s a step); the compile
 # job ran 72 s before the execute job started; "A checkpoint save takes about 60 s
-# per billion parameters". The warm-up (10 s) is ours.
-_GPT3_STARTUP = 10.0
-_GPT3_STEP = (820.575766695 - _GPT3_STARTUP) / 400
+# per billion parameters". The release's total also counts the final checkpoint and
+# the validation (its staging and 100 batches). The warm-up (10 s) is ours.
+_GPT3_STARTUP, _GPT3_CHECKPOINT = 10.0, 60.0 * 0.111
+_GPT3_EVAL = _staging(111_000_000) + 100 * 120 / 1170.0
+_GPT3_STEP = (820.575766695 - _GPT3_STARTUP - _GPT3_CHECKPOINT - _GPT3_EVAL) / 400
 GPT3 = Calibration("gpt3", 111_000_000, 2048, 120, 1, step_seconds=_GPT3_STEP,
-                   startup_seconds=_GPT3_STARTUP, checkpoint_seconds=60.0 * 0.111,
+                   startup_seconds=_GPT3_STARTUP, checkpoint_seconds=_GPT3_CHECKPOINT,
                    compile_seconds=72.0, spread=0.005, overhead_seconds=0.005,
                    system_cores=900_000, inference_ratio=(120 / 1170.0) / _GPT3_STEP,
                    eval_warmup=False)
 CALIBRATIONS = {c.kind: c for c in (FC_MNIST, BERT, GPTJ, GPT3)}
+
+# The current docs' example programs on one CS-3 (ALCF user guide,
+# cerebras/example-programs.md, Release 2.10.0, 2025-10). Steps from the printed
+# rates (batch / rate), checkpoints from the "Saving checkpoint" to "Saved checkpoint"
+# times; batches from "Processed N training sample(s)" over the steps:
+# - BERT-large MSL128: 1,000 steps, 3,720,000 samples (batch 3,720) in 1,017.47 s,
+#   which also counts the checkpoint (ours: 60 s per billion parameters) and the
+#   validation (its staging, 220 batches of 256 at ~6,665 samples/s); so 0.92 s a step.
+# - GPT-J 6B: batch 120 at 44.75 samples/s (2.682 s a step), checkpoint 497.1 s.
+# - Llama-2 7B (MSL 4096): 204,800 samples in 200 steps (batch 1,024) at 31.98
+#   samples/s (32.02 s a step), checkpoint 464.5 s.
+# - ESM-2 35M: 819,200 samples in 400 steps (batch 2,048) at ~980 samples/s
+#   (2.09 s a step), checkpoints 9.1 s and 8.6 s.
+# - ViT-Base/16: 570,000 samples in 200 steps (batch 2,850); steps 10 to 100 took
+#   334.9 s (3.72 s a step: the GlobalRate of ~776 samples/s), checkpoint 9.5 s.
+# - DiT 2B, patch 2: 467,200 samples in 400 steps (batch 1,168) at ~870 samples/s
+#   (1.3425 s a step), checkpoints 181.2 s and 178.6 s.
+# The docs' totals also count the staging before the run (device programming and,
+# for ViT and DiT, 43 to 62 minutes of input workers priming): ours do not.
+# Warm-ups, overheads and spreads are ours.
+_BERT3_CHECKPOINT = 60.0 * 0.336
+_BERT3_EVAL = _staging(336_226_108) + 220 * 256 / 6_665.64
+_BERT3_STEP = (1_017.47348681 - 5.0 - _BERT3_CHECKPOINT - _BERT3_EVAL) / 1000
+CS3_CALIBRATIONS = {c.kind: c for c in (
+    Calibration("bert", 336_226_108, 128, 3720, 1, step_seconds=_BERT3_STEP,
+                startup_seconds=5.0, checkpoint_seconds=_BERT3_CHECKPOINT,
+                compile_seconds=420.0, spread=0.02, overhead_seconds=0.005,
+                system_cores=900_000, eval_warmup=False,
+                inference_ratio=(256 / 6_665.64) / (0.005 + 256 * (_BERT3_STEP - 0.005) / 3720)),
+    Calibration("gptj", 6_050_882_784, 2048, 120, 1, step_seconds=120 / 44.75,
+                startup_seconds=1.0, checkpoint_seconds=497.141, compile_seconds=1500.0,
+                spread=0.004, overhead_seconds=0.05, system_cores=900_000),
+    Calibration("llama", 6_738_415_616, 4096, 1024, 1, step_seconds=1024 / 31.98,
+                startup_seconds=1.0, checkpoint_seconds=464.466, compile_seconds=1500.0,
+                spread=0.001, overhead_seconds=0.05, system_cores=900_000),
+    Calibration("esm2", 33_501_153, 1026, 2048, 1, step_seconds=2048 / 980.0,
+                startup_seconds=1.0, checkpoint_seconds=8.8, compile_seconds=120.0,
+                spread=0.012, overhead_seconds=0.005, system_cores=900_000),
+    Calibration("vit", 86_567_656, 197, 2850, 1, step_seconds=334.905 / 90,
+                startup_seconds=1.0, checkpoint_seconds=9.452, compile_seconds=180.0,
+                spread=0.03, overhead_seconds=0.005, system_cores=900_000),
+    Calibration("dit", 2_130_055_168, 256, 1168, 1, step_seconds=1168 / 870.0,
+                startup_seconds=1.0, checkpoint_seconds=179.9, compile_seconds=900.0,
+                spread=0.01, overhead_seconds=0.05, system_cores=900_000),
+)}
 
 DP_COST_PER_DOUBLING = 0.05
 JITTER_BLOCK_STEPS = 50
@@ -93,8 +149,6 @@ GENERIC_FLOPS = 1.75e15  # training FLOPs/s per CS-2 that the BERT calibration i
 GENERIC_OVERHEAD_SECONDS = 0.0005
 GENERIC_STARTUP_SECONDS = 10.0
 GENERIC_SPREAD = 0.05
-WEIGHT_TRANSFER_BYTES_PER_SECOND = 10e9
-PROGRAMMING_SECONDS = 45.0
 
 
 def data_parallel_factor(num_csx: int) -> float:
@@ -114,9 +168,15 @@ def _log_log(x: float, points: list[tuple[float, float]]) -> float:
     return points[-1][1]
 
 
-def _per_sample_seconds(workload: Workload) -> float:
-    """Seconds one sample costs on one CS-2, beyond the per-step overhead."""
-    cal = CALIBRATIONS.get(workload.kind)
+def calibration(kind: str, system: SystemSpec = CS2) -> Calibration | None:
+    """The kind's calibration measured on this wafer if there is one, else its other one."""
+    measured_here = CS3_CALIBRATIONS.get(kind) if system.chip.cores == 900_000 else None
+    return measured_here or CALIBRATIONS.get(kind) or CS3_CALIBRATIONS.get(kind)
+
+
+def _per_sample_seconds(workload: Workload, system: SystemSpec = CS2) -> float:
+    """Seconds one sample costs on the calibration's wafer, beyond the per-step overhead."""
+    cal = calibration(workload.kind, system)
     if cal is None:
         flops = 6.0 * workload.parameters * workload.seq_len
         return flops / GENERIC_FLOPS
@@ -136,28 +196,29 @@ def relative_speed(system: SystemSpec = CS2, calibrated_on: int = CS2.chip.cores
 def steady_step_seconds(workload: Workload, num_csx: int = 1,
                         system: SystemSpec = CS2) -> float:
     """Device seconds of one step after the warm-up, without jitter."""
-    cal = CALIBRATIONS.get(workload.kind)
+    cal = calibration(workload.kind, system)
     overhead = cal.overhead_seconds if cal else GENERIC_OVERHEAD_SECONDS
     speed = relative_speed(system, cal.system_cores if cal else CS2.chip.cores)
-    seconds = (overhead + _per_sample_seconds(workload) * batch_per_system(workload, num_csx)
+    seconds = (overhead + _per_sample_seconds(workload, system)
+               * batch_per_system(workload, num_csx)
                ) * data_parallel_factor(num_csx) / speed
     if workload.training:
         return seconds
     return seconds * (cal.inference_ratio if cal else INFERENCE_STEP_RATIO)
 
 
-def startup_seconds(workload: Workload) -> float:
-    cal = CALIBRATIONS.get(workload.kind)
+def startup_seconds(workload: Workload, system: SystemSpec = CS2) -> float:
+    cal = calibration(workload.kind, system)
     return cal.startup_seconds if cal else GENERIC_STARTUP_SECONDS
 
 
-def jitter(workload: Workload, step: int, seed: int = 0) -> float:
+def jitter(workload: Workload, step: int, seed: int = 0, system: SystemSpec = CS2) -> float:
     """The deterministic rate factor of the block of steps holding `step` (1-based).
 
     A golden-ratio sequence over the blocks: evenly spread, so it averages out over
     a run and leaves the global rate where the calibration puts it.
     """
-    cal = CALIBRATIONS.get(workload.kind)
+    cal = calibration(workload.kind, system)
     spread = cal.spread if cal else GENERIC_SPREAD
     block = (step - 1) // JITTER_BLOCK_STEPS
     u = 2.0 * ((0.5 + seed * 0.7548776662466927 + block * 0.6180339887498949) % 1.0) - 1.0
@@ -167,10 +228,11 @@ def jitter(workload: Workload, step: int, seed: int = 0) -> float:
 def step_seconds(workload: Workload, step: int, num_csx: int = 1, seed: int = 0,
                  system: SystemSpec = CS2) -> float:
     """Device seconds of step `step` (1-based) of a run: warm-up on the first, jitter on all."""
-    seconds = steady_step_seconds(workload, num_csx, system) * jitter(workload, step, seed)
-    cal = CALIBRATIONS.get(workload.kind)
+    seconds = (steady_step_seconds(workload, num_csx, system)
+               * jitter(workload, step, seed, system))
+    cal = calibration(workload.kind, system)
     warmup = workload.training or cal is None or cal.eval_warmup
-    return seconds + (startup_seconds(workload) if step == 1 and warmup else 0.0)
+    return seconds + (startup_seconds(workload, system) if step == 1 and warmup else 0.0)
 
 
 def samples_per_second(workload: Workload, num_csx: int = 1, system: SystemSpec = CS2) -> float:
@@ -182,8 +244,13 @@ def _parameter_points(field: str) -> list[tuple[float, float]]:
     return [(c.parameters, getattr(c, field)) for c in CALIBRATIONS.values()]
 
 
-def checkpoint_seconds(workload: Workload) -> float:
-    """Device seconds to gather the weights from MemoryX and write a checkpoint."""
+def checkpoint_seconds(workload: Workload, system: SystemSpec = CS2) -> float:
+    """Device seconds to gather the weights from MemoryX and write a checkpoint: the
+    docs' time for a model they ran on this wafer (in proportion to its parameters),
+    else along the calibrations' points."""
+    cal = CS3_CALIBRATIONS.get(workload.kind) if system.chip.cores == 900_000 else None
+    if cal is not None:
+        return cal.checkpoint_seconds * workload.parameters / cal.parameters
     return _log_log(workload.parameters, _parameter_points("checkpoint_seconds"))
 
 

@@ -80,6 +80,10 @@ def describe(model_fn: Callable, params: dict) -> Workload:
     nominal = getattr(model_fn, "aitestbed_workload", None)
     if nominal is not None:
         fields = {"batch_size": batch_size, **nominal(params), "training": training}
+        micro = (params.get("train_input" if training else "eval_input") or {}).get(
+            "micro_batch_size")
+        if isinstance(micro, int) and not isinstance(micro, bool) and micro > 0:
+            fields["micro_batch_size"] = micro
         return Workload(**fields)
     return describe_model(model_fn(params), batch_size, training)
 

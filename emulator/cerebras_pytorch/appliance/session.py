@@ -65,8 +65,9 @@ class ApplianceSession:
 
     def execute_step(self, step: int, samples: int, training: bool = True) -> None:
         """Step `step` (1-based within this run) ran on the systems (an evaluation step
-        when not training)."""
-        workload = self.workload if training else self.workload.with_(training=False)
+        when not training: timed at its own batch, the validation dataloader's)."""
+        workload = (self.workload if training else
+                    self.workload.with_(training=False, batch_size=max(1, samples)))
         self.clock.advance(cs2_timing.step_seconds(workload, step, self.num_csx,
                                                    system=self.system))
         self.samples += samples

@@ -28,7 +28,7 @@ def save(obj, checkpoint_file: str | os.PathLike) -> None:
     if session is not None:
         from aitestbed.cerebras import timing as cs2_timing
 
-        session.clock.advance(cs2_timing.checkpoint_seconds(session.workload))
+        session.clock.advance(cs2_timing.checkpoint_seconds(session.workload, session.system))
         session.write_file(path, buffer.getvalue())
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)

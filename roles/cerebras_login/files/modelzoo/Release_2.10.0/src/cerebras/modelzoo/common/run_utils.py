@@ -86,7 +86,7 @@ def run(args) -> int:
                   else "validate")
     model_fn = _resolve(trainer_config.MODELS[params["model"]["name"]])
     functions = {"model_fn": model_fn}
-    data = "cerebras.modelzoo.data.nlp.gpt"
+    data = "cerebras.modelzoo.data.common"
     if args.cmd == "fit":
         functions["train_data_fn"] = _resolve(f"{data}:train_input_fn")
         if params.get("eval_input"):

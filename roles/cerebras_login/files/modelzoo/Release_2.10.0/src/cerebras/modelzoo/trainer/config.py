@@ -25,8 +25,24 @@ import os
 
 import yaml
 
-MODELS = {"gpt3": "cerebras.modelzoo.models.nlp.gpt3.model:Gpt3Model"}
-DATA_PROCESSORS = {"GptNpyDataProcessor": "cerebras.modelzoo.data.nlp.gpt:GptNpyDataProcessor"}
+MODELS = {
+    "gpt3": "cerebras.modelzoo.models.nlp.gpt3.model:Gpt3Model",
+    "gptj": "cerebras.modelzoo.models.nlp.gptj.model:GptjModel",
+    "llama": "cerebras.modelzoo.models.nlp.llama.model:LlamaModel",
+    "bert": "cerebras.modelzoo.models.nlp.bert.model:BertPretrainModel",
+    "esm2": "cerebras.modelzoo.models.nlp.esm2.model:Esm2Model",
+    "vision_transformer":
+        "cerebras.modelzoo.models.vision.vision_transformer.model:ViTClassificationModel",
+    "dit": "cerebras.modelzoo.models.vision.dit.model:DiTModel",
+}
+DATA_PROCESSORS = {
+    "GptNpyDataProcessor": "cerebras.modelzoo.data.nlp.gpt:GptNpyDataProcessor",
+    "BertCSVDataProcessor": "cerebras.modelzoo.data.nlp.bert:BertCSVDataProcessor",
+    "ESM2NpyDataProcessor": "cerebras.modelzoo.data.nlp.esm2:ESM2NpyDataProcessor",
+    "ImageNetNpyDataProcessor":
+        "cerebras.modelzoo.data.vision.imagenet:ImageNetNpyDataProcessor",
+    "DiTLatentDataProcessor": "cerebras.modelzoo.data.vision.dit:DiTLatentDataProcessor",
+}
 INIT_KEYS = {"backend", "model", "optimizer", "schedulers", "precision", "loop", "checkpoint",
              "logging", "seed", "callbacks", "model_dir"}
 SECTIONS = {
@@ -40,7 +56,9 @@ SECTIONS = {
     "logging": {"log_steps", "log_level"},
     "dataloader": {"data_processor", "data_dir", "batch_size", "shuffle", "shuffle_seed",
                    "num_workers", "prefetch_factor", "persistent_workers",
-                   "max_sequence_length", "vocab_size"},
+                   "max_sequence_length", "vocab_size", "vocab_file", "max_predictions_per_seq",
+                   "mlm_fraction", "split", "augment", "image_size", "num_classes",
+                   "micro_batch_size"},
 }
 
 

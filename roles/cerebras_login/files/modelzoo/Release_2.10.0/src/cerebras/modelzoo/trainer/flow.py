@@ -109,7 +109,7 @@ def validate(params: dict, model, compiled, eval_data_fn, global_step: int, devi
     steps = int(runconfig.get("eval_steps") or len(dataloader))
     log_steps = int(runconfig.get("log_steps") or 1)
     executor = cstorch.utils.data.DataExecutor(dataloader, num_steps=steps)
-    losses, correct = [], []
+    losses, sums = [], {}
 
     @cstorch.trace
     @torch.no_grad()
@@ -117,9 +117,10 @@ def validate(params: dict, model, compiled, eval_data_fn, global_step: int, devi
         return compiled(batch)
 
     @cstorch.step_closure
-    def post_eval_step(step, loss, accuracy):
+    def post_eval_step(step, loss, values):
         losses.append(float(loss))
-        correct.append(float(accuracy))
+        for name, value in values.items():
+            sums[name] = sums.get(name, 0.0) + float(value)
         if step % log_steps == 0 or executor.on_final_iteration:
             left = _remaining(executor, steps - step)
             logging.info(f"| Eval Device={device}, GlobalStep={global_step}, Batch={step}, "
@@ -129,12 +130,12 @@ def validate(params: dict, model, compiled, eval_data_fn, global_step: int, devi
 
     model.eval()
     for step, batch in enumerate(executor, start=1):
-        loss, accuracy = eval_step(batch)
-        post_eval_step(step, loss, accuracy)
+        loss, values = eval_step(batch)
+        post_eval_step(step, loss, values)
     average = sum(losses) / len(losses)
     logging.info(f"Avg Eval Loss: {average}")
-    metrics = {"eval/lm_perplexity": math.exp(min(average, 50.0)),
-               "eval/accuracy": sum(correct) / len(correct)}
+    averages = {name: total / len(losses) for name, total in sums.items()}
+    metrics = type(model).eval_metrics(average, averages)
     logging.info("Evaluation metrics:")
     for name, value in metrics.items():
         logging.info(f"  - {name} = {value}")
@@ -226,10 +227,11 @@ def fit(params: dict, model_fn, train_data_fn, eval_data_fn=None) -> None:
             validate(params, model, compiled, eval_data_fn, step, device, eval_writer)
     for _ in batches:  # resumes the executor: it counts the last step, then ends
         pass
-    samples, seconds = executor.profiler.total_samples, executor.profiler.total_time
     save(step)
     if evaluating(step):
         validate(params, model, compiled, eval_data_fn, step, device, eval_writer)
+    # the run's time so far: its steps, checkpoints and validations, as the release counts
+    samples, seconds = executor.profiler.total_samples, executor.profiler.total_time
     train_writer.flush()
     logging.info("Training completed successfully!")
     logging.info(f"Processed {samples} training sample(s) in {seconds} seconds.")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F  # noqa: N812 - torch's own convention
 from cerebras.modelzoo.data.nlp.gpt import REDUCED_CONTEXT, REDUCED_VOCAB
+from cerebras.modelzoo.layers.reduced import lm_metrics
 from torch import nn
 
 REDUCED = {"hidden_size": 32, "num_hidden_layers": 2, "num_heads": 2, "filter_size": 128}
@@ -57,7 +58,7 @@ class Block(nn.Module):
 
 class Gpt3Model(nn.Module):
     """Called on a batch (input_ids, attention_mask, labels): the loss when training;
-    (loss, token accuracy) in eval mode."""
+    (loss, {"accuracy": token accuracy}) in eval mode."""
 
     def __init__(self, params: dict):
         super().__init__()
@@ -90,7 +91,9 @@ class Gpt3Model(nn.Module):
         if self.training:
             return loss
         hits = (logits.argmax(-1).flatten() == batch["labels"].flatten()).float()
-        return loss, (hits * weights).sum() / weights.sum().clamp(min=1.0)
+        return loss, {"accuracy": (hits * weights).sum() / weights.sum().clamp(min=1.0)}
+
+    eval_metrics = staticmethod(lm_metrics)
 
     @classmethod
     def aitestbed_workload(cls, params: dict) -> dict:
