@@ -139,6 +139,9 @@ def test_the_docs_gpt3_run(testbed, gpt3):
                      r"TimeRemaining=0:00:00", gpt3), gpt3
     assert re.search(r"\| Eval Device=CSX, GlobalStep=400, Batch=100, Loss=", gpt3)
     assert "Saved checkpoint model_dir_gpt3_111m/checkpoint_400.mdl" in gpt3
+    assert re.search(r"INFO:   Poll ingress success: Job ingress ready, dashboard: "
+                     r"https://grafana\.anl0\.cerebras\.internal/d/WebHNShVz/wsjob-dashboard"
+                     r"\?orgId=1&var-wsjob=wsjob-[a-z0-9]+&from=\d{13}&to=now$", gpt3, re.M), gpt3
     processed = re.search(r"Processed 48000 training sample\(s\) in ([\d.]+) seconds\.", gpt3)
     assert processed and abs(float(processed.group(1)) - 820.6) < 5, gpt3  # docs: 820.58 s
 

@@ -247,3 +247,11 @@ def test_a_release_2_10_cluster_links_the_current_docs_dataset_tree(tmp_path, mo
     mine.mkdir()
     node_setup.link_software("2.10.0")
     assert mine.is_dir() and not mine.is_symlink()
+
+
+def test_the_dashboard_of_a_running_job_runs_to_now():
+    job = {"metadata": {"name": "wsjob-abc", "creationTimestamp": "2025-10-13T14:47:49Z"},
+           "status": {}}
+    assert csctl.dashboard(job, csctl.EDITION_2026) == (
+        "https://grafana.anl0.cerebras.internal/d/WebHNShVz/wsjob-dashboard?orgId=1"
+        "&var-wsjob=wsjob-abc&from=1760366869000&to=now")

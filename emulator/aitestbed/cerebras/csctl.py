@@ -137,6 +137,14 @@ def _ms(stamp: datetime.datetime | None) -> str:
     return str(int(stamp.timestamp() * 1000)) if stamp else "now"
 
 
+def dashboard(job: dict, edition: Edition) -> str:
+    """The job's Grafana dashboard, as csctl and the 2.10 client's log lines give it."""
+    meta, status = job.get("metadata") or {}, job.get("status") or {}
+    return DASHBOARD.format(host=edition.dashboard_host, name=meta.get("name", ""),
+                            start=_ms(wsjob.parse_time(meta.get("creationTimestamp"))),
+                            end=_ms(wsjob.parse_time(status.get("completionTime"))))
+
+
 def row(job: dict, now: datetime.datetime, edition: Edition = EDITION_2023) -> list[str]:
     """NAME AGE DURATION PHASE SYSTEMS USER LABELS DASHBOARD (2026: also SESSION first, TYPE
     and PRIORITY after NAME, WORKFLOW before DASHBOARD)."""
@@ -149,8 +157,7 @@ def row(job: dict, now: datetime.datetime, edition: Edition = EDITION_2023) -> l
     cells = [meta["name"], human_duration((now - created).total_seconds()) if created else "",
              duration, wsjob.phase(job), ",".join(status.get("systems") or []),
              wsjob.owner(job), labels,
-             DASHBOARD.format(host=edition.dashboard_host, name=meta["name"],
-                              start=_ms(created), end=_ms(ended))]
+             dashboard(job, edition)]
     if edition.columns_2026:
         spec = job.get("spec") or {}
         cells[1:1] = [spec.get("jobType", ""),

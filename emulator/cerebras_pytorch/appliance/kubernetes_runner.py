@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from aitestbed.cerebras import config, wsjob
+from aitestbed.cerebras import config, csctl, wsjob
 from aitestbed.cerebras.kubeapi import ApiError, KubeApi, Unreachable
 
 from .._version import __version__
@@ -138,6 +138,10 @@ class KubernetesJobRunner:
             if phase == wsjob.RUNNING and status.get("ingress"):
                 logger.info("Poll ingress status: Waiting for job service readiness.")
                 logger.info("Poll ingress status: Waiting for job ingress readiness.")
+                if wsjob.release_tuple(__version__) >= (2, 10):  # that release's lines
+                    url = csctl.dashboard(job, csctl.EDITION_2026)
+                    logger.info(f"Poll ingress status: Job ingress ready, dashboard: {url}")
+                    logger.info(f"Poll ingress success: Job ingress ready, dashboard: {url}")
                 host, _, port = status["ingress"].rpartition(":")
                 return host, int(port)
             line = (f"Poll ingress status: Waiting for job running, current job status: "
