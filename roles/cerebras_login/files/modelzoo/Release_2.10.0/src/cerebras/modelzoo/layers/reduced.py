@@ -191,3 +191,18 @@ class CausalLM(nn.Module):
             return loss
         hits = (logits.argmax(-1) == batch["labels"]).float()
         return loss, {"accuracy": masked_mean(hits, weights)}
+
+
+def nominal_workload(kind: str, params: dict, parameters_fn, default_seq_len: int,
+                     positions: bool = True) -> dict:
+    """The emulated wafer's view of a full-size language model (aitestbed_workload): its
+    parameters and largest layer (parameters_fn of the model section), its hidden size and
+    its sequence length (the dataloader's max_sequence_length, else with positions the
+    model's max_position_embeddings, else default_seq_len)."""
+    model = params["model"]
+    parameters, largest = parameters_fn(model)
+    section = params.get("train_input") or params.get("eval_input") or {}
+    seq_len = section.get("max_sequence_length") or (
+        model.get("max_position_embeddings") if positions else None) or default_seq_len
+    return {"kind": kind, "parameters": parameters, "largest_layer_parameters": largest,
+            "hidden_size": int(model["hidden_size"]), "seq_len": int(seq_len)}

@@ -20,6 +20,7 @@ from cerebras.modelzoo.layers.reduced import (
     blocks,
     initialize,
     masked_mean,
+    nominal_workload,
     padding_mask,
     transformer_parameters,
 )
@@ -90,9 +91,5 @@ class BertPretrainModel(nn.Module):
 
     @classmethod
     def aitestbed_workload(cls, params: dict) -> dict:
-        model = params["model"]
-        parameters, largest = nominal_parameters(model)
-        section = params.get("train_input") or params.get("eval_input") or {}
-        return {"kind": "bert", "parameters": parameters, "largest_layer_parameters": largest,
-                "hidden_size": int(model["hidden_size"]),
-                "seq_len": int(section.get("max_sequence_length", 128))}
+        """The emulated wafer's view of the full-size model."""
+        return nominal_workload("bert", params, nominal_parameters, 128, positions=False)

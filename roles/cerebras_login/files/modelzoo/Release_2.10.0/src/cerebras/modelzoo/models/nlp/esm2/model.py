@@ -20,6 +20,7 @@ from cerebras.modelzoo.layers.reduced import (
     blocks,
     initialize,
     masked_mean,
+    nominal_workload,
     padding_mask,
     transformer_parameters,
 )
@@ -68,9 +69,5 @@ class Esm2Model(nn.Module):
 
     @classmethod
     def aitestbed_workload(cls, params: dict) -> dict:
-        model = params["model"]
-        parameters, largest = nominal_parameters(model)
-        section = params.get("train_input") or params.get("eval_input") or {}
-        return {"kind": "esm2", "parameters": parameters, "largest_layer_parameters": largest,
-                "hidden_size": int(model["hidden_size"]),
-                "seq_len": int(section.get("max_sequence_length", 1026))}
+        """The emulated wafer's view of the full-size model."""
+        return nominal_workload("esm2", params, nominal_parameters, 1026, positions=False)

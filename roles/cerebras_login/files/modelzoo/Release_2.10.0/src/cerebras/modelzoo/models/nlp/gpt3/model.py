@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F  # noqa: N812 - torch's own convention
 from cerebras.modelzoo.data.nlp.gpt import REDUCED_CONTEXT, REDUCED_VOCAB
-from cerebras.modelzoo.layers.reduced import lm_metrics
+from cerebras.modelzoo.layers.reduced import lm_metrics, nominal_workload
 from torch import nn
 
 REDUCED = {"hidden_size": 32, "num_hidden_layers": 2, "num_heads": 2, "filter_size": 128}
@@ -98,10 +98,4 @@ class Gpt3Model(nn.Module):
     @classmethod
     def aitestbed_workload(cls, params: dict) -> dict:
         """The emulated wafer's view of the full-size model."""
-        model = params["model"]
-        parameters, largest = nominal_parameters(model)
-        section = params.get("train_input") or params.get("eval_input") or {}
-        return {"kind": "gpt3", "parameters": parameters, "largest_layer_parameters": largest,
-                "hidden_size": int(model["hidden_size"]),
-                "seq_len": int(section.get("max_sequence_length")
-                               or model.get("max_position_embeddings", 2048))}
+        return nominal_workload("gpt3", params, nominal_parameters, 2048)

@@ -11,7 +11,12 @@ windows of 64 tokens with 512 token ids (cerebras.modelzoo.data.nlp.gpt).
 from __future__ import annotations
 
 from cerebras.modelzoo.data.nlp.gpt import REDUCED_VOCAB
-from cerebras.modelzoo.layers.reduced import CausalLM, lm_metrics, transformer_parameters
+from cerebras.modelzoo.layers.reduced import (
+    CausalLM,
+    lm_metrics,
+    nominal_workload,
+    transformer_parameters,
+)
 
 
 def nominal_parameters(model: dict) -> tuple[int, int]:
@@ -33,10 +38,5 @@ class LlamaModel(CausalLM):
 
     @classmethod
     def aitestbed_workload(cls, params: dict) -> dict:
-        model = params["model"]
-        parameters, largest = nominal_parameters(model)
-        section = params.get("train_input") or params.get("eval_input") or {}
-        return {"kind": "llama", "parameters": parameters, "largest_layer_parameters": largest,
-                "hidden_size": int(model["hidden_size"]),
-                "seq_len": int(section.get("max_sequence_length")
-                               or model.get("max_position_embeddings", 4096))}
+        """The emulated wafer's view of the full-size model."""
+        return nominal_workload("llama", params, nominal_parameters, 4096)
