@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
-ROOMS = {"graphcore", "sambanova", "cerebras"}
+ROOMS = {"graphcore", "sambanova", "cerebras", "groq"}
 KERNEL = {"devices", "node", "datasets"}
 HOST = {"host", "exercises"}
 FACADES = {"poptorch", "popdist", "sambaflow", "cerebras_pytorch", "cerebras_appliance", "pyslurm",
-           "tensorflow_ipu"}  # tensorflow_ipu: installed as tensorflow.python.ipu
+           "tensorflow_ipu", "groqflow"}  # tensorflow_ipu: installed as tensorflow.python.ipu
 
 
 def module_name(path: Path) -> str:
