@@ -67,10 +67,10 @@ def test_accounts_give_the_practice_user_fixed_ids_and_system_groups(isolated_st
     cluster, _ = _prepared()
     accounts = json.loads((cluster.common_dir / "accounts.json").read_text())
     assert {g["name"]: g["gid"] for g in accounts["groups"]} == {
-        "cerebras": 3001, "graphcore": 3002, "sambanova": 3003}
+        "cerebras": 3001, "graphcore": 3002, "sambanova": 3003, "groq": 3004}
     (user,) = accounts["users"]
     assert (user["name"], user["uid"], user["gid"]) == ("alice", 10001, 10001)
-    assert user["groups"] == ["cerebras", "graphcore", "sambanova"]
+    assert user["groups"] == ["cerebras", "graphcore", "groq", "sambanova"]
     assert len(user["authorized_keys"]) == 1
     assert user["active"] and user["quota"] == {"bytes": 2**40, "files": 1_000_000}
     assert all(k.startswith("ssh-ed25519 ") for k in user["authorized_keys"])

@@ -25,6 +25,7 @@ import docker
 import yaml
 from docker.errors import APIError, BuildError, ImageNotFound
 
+from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
 from aitestbed.host.naming import LABEL_BUILD, LABEL_CLASS
@@ -34,6 +35,7 @@ from aitestbed.host.sdk_artifacts import (
     build_cerebras,
     build_graphcore,
     build_kubernetes,
+    build_openpbs,
     build_sambanova,
     build_tensorboard,
 )
@@ -171,9 +173,12 @@ def build_wheelhouse() -> Path:
     return wheelhouse
 
 
-def build_host_artifacts() -> None:
+def build_host_artifacts(node_os: str | None = None) -> None:
     """What the roles copy from the host: the wheelhouse and the vendor SDKs' files.
-    Reproducible, so a rebuild equals the images' copies and site.yml changes nothing."""
+    Reproducible, so a rebuild equals the images' copies and site.yml changes nothing.
+    OpenPBS is compiled against the node OS layer (`node_os`, made if missing)."""
+    if node_os is None:
+        node_os = ensure_node_os(connect())
     build_wheelhouse()
     say("the vendor SDKs' files and TensorBoard (TensorFlow's wheels for the Graphcore hosts "
         "and TensorBoard's: about 220 MB, downloaded once into build/downloads)")
@@ -181,6 +186,7 @@ def build_host_artifacts() -> None:
     build_sambanova()
     build_cerebras()
     build_kubernetes()
+    build_openpbs(node_os)
     build_tensorboard()
 
 
@@ -193,7 +199,7 @@ def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict
         return tags
     say(f"building node class images: {', '.join(missing)} (Ansible, playbooks/image.yml)")
     started = time.monotonic()
-    build_host_artifacts()
+    build_host_artifacts(node_os)
     run_id = uuid.uuid4().hex[:8]
     containers = {}
     try:

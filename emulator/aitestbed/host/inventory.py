@@ -19,7 +19,7 @@ import yaml
 
 from aitestbed.host.errors import AitestbedError
 
-SYSTEMS = ("cerebras", "graphcore", "sambanova")
+SYSTEMS = ("cerebras", "graphcore", "sambanova", "groq")
 PROFILE_ALIASES = {"full": "alcf"}
 _NODE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 

@@ -231,6 +231,23 @@ def build_kubernetes(root: Path | None = None) -> Path:
     return out
 
 
+def build_openpbs(node_os: str, root: Path | None = None) -> Path:
+    """build/openpbs: /opt/pbs of the GroqRack's scheduler, built from OpenPBS's source
+    once per commit in a container of the node OS and cached (scripts/build-openpbs.sh).
+    The source is downloaded and its sha256 checked, or read from the local copy
+    AITESTBED_OPENPBS_TARBALL names where nothing can be downloaded."""
+    root = root or project_root()
+    out = _fresh_output(root, "openpbs")
+    defaults = _role_defaults(root, "openpbs")
+    commit = defaults["openpbs_commit"]
+    url = defaults["openpbs_source_url"].replace("{{ openpbs_commit }}", commit)
+    script = root / "scripts" / "build-openpbs.sh"
+    if subprocess.run(["bash", str(script), commit, defaults["openpbs_sha256"], url, node_os,
+                       str(out)], check=False).returncode:
+        raise AitestbedError(f"could not build OpenPBS {commit[:7]} (see above)")
+    return out
+
+
 def build_cerebras(root: Path | None = None) -> Path:
     """build/cerebras: each release's cerebras_pytorch wheel, and the MNIST source.
 

@@ -164,6 +164,21 @@ class ClusterState:
             self._write(self.node_dir(node.name) / ACCESS_CONF, access[node.name])
         self._render_inventory(topology, record)
         self._slurm(topology)
+        self._pbs(topology)
+
+    def _pbs(self, topology: Topology) -> None:
+        """The PBS complex (the GroqRack's): its server, execution hosts and clients, which
+        the nodes' PBS set-up reads at start (aitestbed.groq.pbs_setup)."""
+        servers = [n for n in topology.nodes if n.node_class == "pbs_server"]
+        if not servers:
+            return
+        system = servers[0].system
+        self._write(self.common_dir / "pbs" / "pbs.json", json.dumps({
+            "server": servers[0].name,
+            "moms": [n.name for n in topology.nodes if n.node_class == "groq_node"],
+            "clients": [n.name for n in topology.nodes
+                        if n.system == system and n.node_class == "login"],
+        }, indent=2) + "\n")
 
     def _slurm(self, topology: Topology) -> None:
         """The munge key (one per cluster) and each Slurm cluster's configuration."""
