@@ -34,6 +34,7 @@ from aitestbed.host.registry import check_registry, pull_as
 from aitestbed.host.sdk_artifacts import (
     build_cerebras,
     build_graphcore,
+    build_groq,
     build_kubernetes,
     build_openpbs,
     build_sambanova,
@@ -187,6 +188,7 @@ def build_host_artifacts(node_os: str | None = None) -> None:
     build_cerebras()
     build_kubernetes()
     build_openpbs(node_os)
+    build_groq()
     build_tensorboard()
 
 

@@ -231,6 +231,29 @@ def build_kubernetes(root: Path | None = None) -> Path:
     return out
 
 
+def build_groq(root: Path | None = None) -> Path:
+    """build/groq: the GroqFlow wheels (groqflow 4.3.1 from emulator/groqflow, the proof
+    points' groqflow_demo_helpers) and the groqflow repository's tree that users clone
+    (roles/groq_node/files/groqflow with the package in groqflow/, as upstream has it)."""
+    root = root or project_root()
+    out = _fresh_output(root, "groq")
+    source = root / "roles" / "groq_node" / "files" / "groqflow"
+    version = _role_defaults(root, "groq_node")["groq_node_groqflow_version"]
+    build_wheel(out / "wheels", f"groqflow-{version}-py3-none-any.whl",
+                {"groqflow": root / "emulator" / "groqflow"},
+                summary=f"GroqFlow {version} for the emulated GroqRack (aitestbed)",
+                requires=["onnx==1.14.0", "onnxruntime==1.15.1", "protobuf==3.20.3", "numpy",
+                          "pyyaml"])
+    build_wheel(out / "wheels", "groqflow_demo_helpers-0.2.0-py3-none-any.whl",
+                {"demo_helpers": source / "demo_helpers" / "demo_helpers"},
+                summary="The GroqFlow proof points' helpers (aitestbed)", requires=["tqdm"])
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    tree = out / "groqflow"
+    shutil.copytree(source, tree, ignore=ignore)
+    shutil.copytree(root / "emulator" / "groqflow", tree / "groqflow", ignore=ignore)
+    return out
+
+
 def build_openpbs(node_os: str, root: Path | None = None) -> Path:
     """build/openpbs: /opt/pbs of the GroqRack's scheduler, built from OpenPBS's source
     once per commit in a container of the node OS and cached (scripts/build-openpbs.sh).
