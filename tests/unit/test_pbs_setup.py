@@ -106,3 +106,11 @@ def test_the_hosts_block_is_replaced_and_the_rest_kept(tmp_path, monkeypatch):
     text = hosts.read_text()
     assert text.count(pbs_setup.BEGIN) == 1 and "172.18.0.6" not in text
     assert "172.18.0.9 groq-r01-gn-01.ai.alcf.anl.gov" in text
+
+
+def test_jobs_get_the_sites_shell_set_up():
+    current = "PATH=/bin:/usr/bin\nTZ=UTC\n"
+    changed = pbs_setup.pbs_environment(current, pbs_setup.JOB_BASH_ENV)
+    assert changed == "PATH=/bin:/usr/bin\nTZ=UTC\nBASH_ENV=/etc/profile.d/conda.sh\n"
+    assert pbs_setup.pbs_environment(changed, pbs_setup.JOB_BASH_ENV) == changed
+    assert pbs_setup.pbs_environment(changed, None) == current

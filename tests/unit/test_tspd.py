@@ -462,3 +462,33 @@ def test_qstat_job_reads_pbs_json(monkeypatch, tmp_path):
     assert job["Resource_List"]["place"] == "excl" and job["Job_Owner"].startswith("alice@")
     with pytest.raises(RuntimeError, match="qstat: Unknown Job Id 99.groq-pbs"):
         pbs_hooks.qstat_job("99.groq-pbs")
+
+
+def test_a_process_belongs_to_the_job_whose_session_it_is_in(tmp_path):
+    """PBS starts each job in a session of its own and the mom records it (printjob's
+    `sid:`); a process of that session is the job's, whatever its environment says, and
+    a process outside it with a forged PBS_JOBID is not (when tspd cannot read its
+    environment: root without CAP_SYS_PTRACE, as in a container)."""
+    from aitestbed.groq.tspd import server
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    child = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        session = server.session_of(child.pid)
+        assert session == child.pid and server.session_of(os.getpid()) != session
+        (jobs / "7.groq-r01-control.JB").write_text("")
+        (jobs / "8.groq-r01-control.JB").write_text("")
+        printjob = tmp_path / "printjob"
+        printjob.write_text("#!/bin/sh\ncase $1 in\n  *7.groq-r01-control.JB) "
+                            f"printf 'job\\n\\tsid:\\t\\t{session}\\n';;\n"
+                            "  *) printf 'job\\n\\tsid:\\t\\t0\\n';;\nesac\n")
+        printjob.chmod(0o755)
+        assert server.mom_sessions("n", jobs, str(printjob)) == {session: "7.groq-r01-control"}
+        job_of = server.PbsJobOf("n", lambda node: server.mom_sessions(node, jobs, str(printjob)))
+        assert job_of(child.pid) == "7.groq-r01-control"
+        mine = job_of(os.getpid())  # no job's session: the environment, if any
+        assert mine == os.environ.get("PBS_JOBID")
+    finally:
+        child.kill()
+        child.wait()

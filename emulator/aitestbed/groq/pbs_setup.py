@@ -44,6 +44,12 @@ PYTHON = "/opt/aitestbed/venv/bin/python"
 RESOURCE = "groq_accelerator"
 QUEUE = "workq"
 BEGIN, END = "# BEGIN aitestbed PBS hosts", "# END aitestbed PBS hosts"
+# PBS's user commands, also in /usr/local/bin on the complex's hosts: `ssh node qstat`
+# and job scripts find them without a login shell's PATH (mpiexec stays PBS's own).
+COMMANDS = ("qsub", "qstat", "qdel", "qhold", "qrls", "qalter", "qmove", "qorder", "qrerun",
+            "qselect", "qsig", "qmsg", "qmgr", "pbsnodes", "pbsdsh", "tracejob",
+            "pbs_rsub", "pbs_rstat", "pbs_rdel", "pbs_ralter", "pbs_release_nodes")
+BIN = Path("/usr/local/bin")
 # The scheduler's default resources line (src/scheduler/pbs_sched_config).
 SCHED_RESOURCES = '"ncpus, mem, arch, host, vnode, aoe, eoe"'
 
@@ -85,6 +91,20 @@ def mom_config(server: str, shared: list[str]) -> str:
     trees by a copy (no scp between nodes: /home and /projects are the same everywhere)."""
     lines = [f"$clienthost {server}", "$restrict_user_maxsysid 999"]
     lines += [f"$usecp *:{path}/ {path}/" for path in shared]
+    return "\n".join(lines) + "\n"
+
+
+# The site's shell set-up for jobs: a job's bash is not a login shell, so PBS's job
+# environment names the file that defines `conda` (the docs' job scripts run
+# `conda activate groqflow`) as BASH_ENV, which a non-interactive bash reads.
+JOB_BASH_ENV = Path("/etc/profile.d/conda.sh")
+
+
+def pbs_environment(current: str, bash_env: Path | None) -> str:
+    """PBS_HOME/pbs_environment (the variables every job starts with) with BASH_ENV set."""
+    lines = [ln for ln in current.splitlines() if ln and not ln.startswith("BASH_ENV=")]
+    if bash_env is not None:
+        lines.append(f"BASH_ENV={bash_env}")
     return "\n".join(lines) + "\n"
 
 
@@ -155,12 +175,20 @@ def init(node: NodeConfig, complex_: Complex) -> list[str]:
         written.append(str(PBS_HOME))
     write(PBS_CONF, pbs_conf(role, complex_.server))
     written.append(str(PBS_CONF))
+    for command in COMMANDS:
+        link, target = BIN / command, PBS_EXEC / "bin" / command
+        if target.exists() and not link.exists() and not link.is_symlink():
+            link.symlink_to(target)
     if role == "mom":
         shared = [m for m in node.mounts if m in ("/home", "/projects")]
         write(PBS_HOME / "mom_priv" / "config", mom_config(complex_.server, shared))
         for which, when in (("prologue", "before the job"), ("epilogue", "after the job")):
             write(PBS_HOME / "mom_priv" / which,
                   HOOK.format(when=when, python=PYTHON, which=which), mode=0o700)
+        environment = PBS_HOME / "pbs_environment"
+        current = environment.read_text() if environment.exists() else "PATH=/bin:/usr/bin\n"
+        write(environment, pbs_environment(current, JOB_BASH_ENV if JOB_BASH_ENV.exists()
+                                           else None))
         written.append(str(PBS_HOME / "mom_priv"))
     return written
 
@@ -182,8 +210,9 @@ def server_commands(complex_: Complex, existing_nodes: set[str], has_resource: b
         f"set server default_chunk.{RESOURCE} = {CARDS_PER_NODE}",
         # ALCF: "pbs qsub is not supported from login nodes"; qstat works everywhere.
         f"set queue {QUEUE} acl_host_enable = True",
-        f"set queue {QUEUE} acl_hosts = "
-        + ",".join(f"{h},{h}.{complex_.domain}" for h in [*complex_.moms, complex_.server]),
+        f'set queue {QUEUE} acl_hosts = "'
+        + ",".join(f"{h},{h}.{complex_.domain}" for h in [*complex_.moms, complex_.server])
+        + '"',
     ]
     for mom in complex_.moms:
         if mom not in existing_nodes:
@@ -214,17 +243,21 @@ def converge(complex_: Complex, me: str) -> list[str]:
     wanted = server_commands(complex_, nodes, has_resource)
     if state.exists() and state.read_text() == "\n".join(wanted) and set(complex_.moms) <= nodes:
         return changed
+    failed = False
     for command in wanted:
         result = qmgr(command)
         if result.returncode:
-            print(f"qmgr -c {command!r}: {result.stderr.strip()}", file=sys.stderr)
+            failed = True
+            print(f"qmgr -c {command!r}: {(result.stderr or result.stdout).strip()}",
+                  file=sys.stderr)
     config = PBS_HOME / "sched_priv" / "sched_config"
     if config.exists():
         text = config.read_text()
         if sched_config(text) != text:
             config.write_text(sched_config(text))
             _hup_scheduler()
-    state.write_text("\n".join(server_commands(complex_, nodes | set(complex_.moms), True)))
+    if not failed:  # else the next round tries again
+        state.write_text("\n".join(server_commands(complex_, nodes | set(complex_.moms), True)))
     return [*changed, "qmgr"]
 
 

@@ -11,10 +11,13 @@
   POST   /clear                  {} -> {"cleared", "locked"}   (tsp-ctl clear)
   PUT    /cards/N/health         {"status"}          (root: fault injection; "Up" heals)
 The caller's PID and user come from the socket (SO_PEERCRED), never from the
-request, and the caller's job is the PBS_JOBID in its environment, which the
-daemon reads from /proc/PID/environ as root can (a process started in a PBS job
-inherits it; a process of another user cannot borrow a job that is not his, as
-the job's owner must be the caller). The state is saved on every change: a
+request. The caller's job is the PBS job whose session the process belongs to: PBS
+starts each job in a session of its own and records its id (`session_id`), and
+/proc/PID/stat says a process's session to anyone. (A process's environment is no
+proof: its PBS_JOBID can be set by hand, and a root daemon without CAP_SYS_PTRACE,
+as in a container, cannot read another user's /proc/PID/environ anyway. It is read
+only for a process in no job's session, e.g. root's own tools and the unit tests.)
+The job's owner must be the caller. The state is saved on every change: a
 restart of tspd keeps running jobs' cards and sessions.
 
 The journal (<state>/journal.jsonl, root only) keeps one JSON line per card
@@ -30,9 +33,11 @@ import argparse
 import json
 import os
 import pwd
+import re
 import socket
 import socketserver
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -67,6 +72,82 @@ def pbs_job_of(pid: int) -> str | None:
         if entry.startswith(b"PBS_JOBID="):
             return entry[len(b"PBS_JOBID="):].decode(errors="replace") or None
     return None
+
+
+PRINTJOB = "/opt/pbs/bin/printjob"
+MOM_JOBS = Path("/var/spool/pbs/mom_priv/jobs")
+
+
+def session_of(pid: int) -> int | None:
+    """The session id of a process (/proc/PID/stat, readable by anyone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2:].split()[3])  # state ppid pgrp session
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def mom_sessions(node: str, jobs: Path = MOM_JOBS, printjob: str = PRINTJOB) -> dict[int, str]:
+    """session id -> job id of the PBS jobs this node's mom runs: the mom records each job's
+    session in its job file (`printjob <id>.JB` says `sid: N`) as it starts the job, before
+    the server hears of it."""
+    found = {}
+    for path in sorted(jobs.glob("*.JB")):
+        try:
+            done = subprocess.run([printjob, str(path)], capture_output=True, text=True,
+                                  timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        match = re.search(r"^\s*sid:\s+(\d+)", done.stdout, re.M)
+        if match and int(match.group(1)) > 0:
+            found[int(match.group(1))] = path.name[:-len(".JB")]
+    return found
+
+
+class PbsJobOf:
+    """The PBS job a process belongs to: the job whose session it is in (the mom's job
+    files, read again when a session is not known, at most ten times a second); for a
+    process in no job's session, the PBS_JOBID of its environment if tspd can read it."""
+
+    def __init__(self, node: str, sessions: Callable[[str], dict[int, str]] = mom_sessions):
+        self.node = node
+        self._sessions = sessions
+        self._known: dict[int, str] = {}
+        self._asked = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self, pid: int) -> str | None:
+        session = session_of(pid)
+        if session is not None:
+            # A job's first process may ask before the mom has written the job file: wait
+            # for it (2 s at most) when the session's leader is a child of pbs_mom.
+            deadline = time.monotonic() + (2.0 if started_by_mom(session) else 0.0)
+            while True:
+                job = self._lookup(session)
+                if job or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.1)
+            if job:
+                return job
+        return pbs_job_of(pid)
+
+    def _lookup(self, session: int) -> str | None:
+        with self._lock:
+            now = time.monotonic()
+            if (session not in self._known or now - self._asked > 5.0) \
+                    and now - self._asked > 0.1:
+                self._known, self._asked = self._sessions(self.node), now
+            return self._known.get(session)
+
+
+def started_by_mom(session: int) -> bool:
+    """Whether the session's leader is a child of pbs_mom (a job's shell)."""
+    try:
+        stat = Path(f"/proc/{session}/stat").read_text()
+        parent = int(stat[stat.rindex(")") + 2:].split()[1])
+        return Path(f"/proc/{parent}/comm").read_text().strip() == "pbs_mom"
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 class TspdServer(socketserver.ThreadingUnixStreamServer):
@@ -220,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"the Unix socket to answer on (default: {DEFAULT_SOCKET})")
     parser.add_argument("--cards", type=int, default=CARDS_PER_NODE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    server = TspdServer(args.socket, args.state_dir, node=args.node, cards=args.cards)
+    server = TspdServer(args.socket, args.state_dir, node=args.node, cards=args.cards,
+                        job_of=PbsJobOf(args.node))
     try:
         server.serve_forever()
     finally:
