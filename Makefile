@@ -76,6 +76,7 @@ bench: venv engine
 	$(BIN)/python tests/bench/bench_sambanova.py
 	$(BIN)/python tests/bench/bench_cerebras.py
 	$(BIN)/python tests/bench/bench_alcf_2026.py
+	$(BIN)/python tests/bench/bench_groq.py
 	$(BIN)/python tests/bench/bench_onboarding.py
 	$(BIN)/python tests/bench/bench_ci.py
 	$(BIN)/python tests/bench/bench_images.py

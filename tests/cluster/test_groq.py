@@ -120,6 +120,21 @@ def test_place_excl_keeps_jobs_apart_and_the_third_waits(testbed):
     on_node(testbed, f"qdel {jobs[0]} {jobs[1]}")
 
 
+def test_a_forged_pbs_jobid_gets_no_card(testbed):
+    """The attack: outside any job (a plain ssh session on the node where the user's job
+    runs) set PBS_JOBID to that job and ask for its cards. tspd knows a process's job by
+    its session, which PBS made for the job: the forged variable gives nothing."""
+    job = submit(testbed, "#!/bin/bash\nsleep 60", "-l select=1,place=excl", "hold.sh")
+    wait_for(testbed, f"qstat {job}", rf"^{job}\.\S+ +hold\.sh +learner +\S+ R ")
+    rc, out = on_node(testbed, f"qstat -f {job} | grep exec_host")
+    node = re.search(r"exec_host = (groq-r01-gn-0\d)", out).group(1)
+    rc, out = on_node(testbed, f"PBS_JOBID={job}.groq-r01-control lspci -n | grep -c 1de0; "
+                               f"PBS_JOBID={job}.groq-r01-control tsp-ctl clear", node)
+    on_node(testbed, f"qdel {job}")
+    assert out.splitlines()[0] == "0", out
+    assert "No device to clear: no GroqCard of this node is yours" in out, out
+
+
 def test_bad_requests_get_pbs_own_messages(testbed):
     rc, out = on_node(testbed, "cd ~/pbs; qsub -l select=one run.sh; echo rc=$?; "
                                "qdel 99999; echo rc=$?; qsub -l walltime=forever run.sh; "
