@@ -12,6 +12,8 @@ command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 # The unit tests clone the modelzoo from the mirror its role builds.
 command -v git >/dev/null 2>&1 || missing+=(git)
+# The OpenPBS build downloads its source archive over https (scripts/build-openpbs.sh).
+command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
 # The unit tests run the Slurm controllers' job_submit.lua with Lua 5.3, as slurmctld does.
 command -v lua5.3 >/dev/null 2>&1 || missing+=(lua5.3)
 # Unit tests of the vendor facades run on Debian's CPU PyTorch (the venv sees it).
