@@ -34,6 +34,7 @@ from pathlib import Path
 
 from aitestbed.groq.card import CARDS_PER_NODE
 from aitestbed.node.config import CLUSTER_DIR, NODE_DIR, NodeConfig
+from aitestbed.node.init import install_file
 
 PBS_EXEC = Path("/opt/pbs")
 PBS_HOME = Path("/var/spool/pbs")
@@ -151,17 +152,6 @@ def refresh_hosts(complex_: Complex, me: str, path: Path = HOSTS) -> bool:
     return True
 
 
-def write(path: Path, text: str, mode: int = 0o644) -> None:
-    if path.exists() and path.read_text() == text:
-        path.chmod(mode)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    tmp.replace(path)
-
-
 def init(node: NodeConfig, complex_: Complex) -> list[str]:
     """Write this host's PBS files; returns what was written (for node-init's log)."""
     role = complex_.role(node.name)
@@ -173,7 +163,7 @@ def init(node: NodeConfig, complex_: Complex) -> list[str]:
                        check=True, stdout=subprocess.DEVNULL, env={"PBS_EXEC": str(PBS_EXEC),
                                                                   "PATH": "/usr/bin:/bin"})
         written.append(str(PBS_HOME))
-    write(PBS_CONF, pbs_conf(role, complex_.server))
+    install_file(pbs_conf(role, complex_.server), PBS_CONF, 0o644)
     written.append(str(PBS_CONF))
     for command in COMMANDS:
         link, target = BIN / command, PBS_EXEC / "bin" / command
@@ -181,14 +171,14 @@ def init(node: NodeConfig, complex_: Complex) -> list[str]:
             link.symlink_to(target)
     if role == "mom":
         shared = [m for m in node.mounts if m in ("/home", "/projects")]
-        write(PBS_HOME / "mom_priv" / "config", mom_config(complex_.server, shared))
+        install_file(mom_config(complex_.server, shared), PBS_HOME / "mom_priv" / "config", 0o644)
         for which, when in (("prologue", "before the job"), ("epilogue", "after the job")):
-            write(PBS_HOME / "mom_priv" / which,
-                  HOOK.format(when=when, python=PYTHON, which=which), mode=0o700)
+            install_file(HOOK.format(when=when, python=PYTHON, which=which),
+                         PBS_HOME / "mom_priv" / which, 0o700)
         environment = PBS_HOME / "pbs_environment"
         current = environment.read_text() if environment.exists() else "PATH=/bin:/usr/bin\n"
-        write(environment, pbs_environment(current, JOB_BASH_ENV if JOB_BASH_ENV.exists()
-                                           else None))
+        install_file(pbs_environment(current, JOB_BASH_ENV if JOB_BASH_ENV.exists() else None),
+                     environment, 0o644)
         written.append(str(PBS_HOME / "mom_priv"))
     return written
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
-import socket
+
+from aitestbed.node.daemon import call_unix_json
 
 SOCKET_ENV = "AITESTBED_SND_SOCKET"
 DEFAULT_SOCKET = "/run/snd/snd.sock"
@@ -21,37 +20,19 @@ class SndUnavailable(SndError):
     """No snd answers: this is not an RDU node, or the daemon is down."""
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self._path)
-
-
 class SndClient:
     def __init__(self, socket_path: str | None = None, timeout: float = 10.0):
         self.socket_path = socket_path or os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET
         self.timeout = timeout
 
     def _call(self, method: str, path: str, body: dict | None = None):
-        conn = _UnixConnection(self.socket_path, self.timeout)
         try:
-            payload = json.dumps(body).encode() if body is not None else None
-            headers = {"Content-Type": "application/json"} if payload else {}
-            conn.request(method, path, body=payload, headers=headers)
-            response = conn.getresponse()
-            data = json.loads(response.read() or b"{}")
+            status, data = call_unix_json(self.socket_path, method, path, body, self.timeout)
         except (FileNotFoundError, ConnectionRefusedError) as err:
             raise SndUnavailable(f"the SN Devices Service (snd) is not running on this host "
                                  f"({self.socket_path}: {err.strerror})") from None
-        finally:
-            conn.close()
-        if response.status != 200:
-            raise SndError(data.get("error", f"snd answered {response.status}"), response.status)
+        if status != 200:
+            raise SndError(data.get("error", f"snd answered {status}"), status)
         return data
 
     def node(self) -> dict:

@@ -22,16 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import pwd
 import socket
-import socketserver
-import struct
 import threading
 import time
 from pathlib import Path
 
-from aitestbed.node.daemon import JsonHandler, save_json
+from aitestbed.node.daemon import UnixJsonHandler, UnixJsonServer, append_journal, save_json
 from aitestbed.node.processes import process_alive, process_start_ticks
 from aitestbed.sambanova.snd.client import DEFAULT_SOCKET
 from aitestbed.sambanova.snd.state import (
@@ -54,12 +50,9 @@ def process_command(pid: int) -> str:
     return raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
 
 
-class SndServer(socketserver.ThreadingUnixStreamServer):
-    daemon_threads = True
-
+class SndServer(UnixJsonServer):
     def __init__(self, socket_path: str | Path, state_dir: str | Path, *, node: str,
                  tiles_per_rdu: int):
-        self.socket_path = Path(socket_path)
         self.state_file = Path(state_dir) / STATE_FILE
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         self.journal_file = Path(state_dir) / JOURNAL_FILE
@@ -69,50 +62,26 @@ class SndServer(socketserver.ThreadingUnixStreamServer):
             self.rdus.node, self.rdus.tiles_per_rdu = node, tiles_per_rdu
         else:
             self.rdus = RduNode(node=node, tiles_per_rdu=tiles_per_rdu)
-        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
-        self.socket_path.unlink(missing_ok=True)
-        super().__init__(str(self.socket_path), _Handler)
-        self.socket_path.chmod(0o666)  # every user's runtime asks snd for tiles
+        super().__init__(socket_path, _Handler)  # mode 0666: every user's runtime asks
 
     def save(self) -> None:
         save_json(self.state_file, self.rdus.to_dict(), sort_keys=True)
 
     def journal(self, event: str, **fields) -> None:
-        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "event": event, **fields}
-        fd = os.open(self.journal_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a") as journal:
-            journal.write(json.dumps(entry, sort_keys=True) + "\n")
-
-    def server_close(self) -> None:
-        super().server_close()
-        self.socket_path.unlink(missing_ok=True)
+        append_journal(self.journal_file, event, **fields)
 
 
-class _Handler(JsonHandler):
+class _Handler(UnixJsonHandler):
     server: SndServer
-
-    def address_string(self) -> str:
-        return "unix"
-
-    def _peer(self) -> tuple[int, int, str]:
-        pid, uid, _ = struct.unpack("3i", self.request.getsockopt(
-            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-        try:
-            user = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            user = str(uid)
-        return pid, uid, user
-
-    def _path(self) -> list[str]:
-        return [p for p in self.path.split("?")[0].split("/") if p]
 
     def _handle(self, method: str) -> None:
         try:
             body = self.read_json() if method in ("POST", "PUT") else {}
-            pid, uid, user = self._peer()
+            pid, uid, user = self.peer()
             with self.server.lock:
                 self.server.rdus.reap(process_alive)
-                status, reply, changed = self._route(method, self._path(), body, pid, uid, user)
+                status, reply, changed = self._route(method, self.path_parts(), body, pid, uid,
+                                                     user)
                 if changed:
                     self.server.save()
             self.reply(status, reply)
