@@ -27,6 +27,9 @@ command -v mkfs.btrfs >/dev/null 2>&1 || optional+=(btrfs-progs)
 # Debian's registry themselves on 127.0.0.1 (its packaged service stays off, see below).
 command -v zstd >/dev/null 2>&1 || optional+=(zstd)
 command -v docker-registry >/dev/null 2>&1 || optional+=(docker-registry)
+# Workshops: the learners' sheets as PDF and the instructor's page's browser test
+# (headless Chromium). Without it the sheets are HTML only (`classroom sheets` says so).
+command -v chromium >/dev/null 2>&1 || optional+=(chromium)
 if [ ! -r /etc/debian_version ] || [ "$(id -u)" -ne 0 ]; then
   [ ${#missing[@]} -eq 0 ] && exit 0
   echo "aitestbed: missing host packages: ${missing[*]}: install them and run this again" >&2

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 from docker.errors import DockerException
 
+from aitestbed.classroom.cli import classroom, load
 from aitestbed.exercises.cli import exercise
 from aitestbed.host import images, jobrun, lifecycle, passcode, sshconfig
 from aitestbed.host.engine import connect
@@ -108,10 +109,12 @@ def destroy(ctx: click.Context) -> None:
 def status(ctx: click.Context) -> None:
     """Nodes and services with their health."""
 
-    nodes = cluster_status(connect(), _state(ctx))
+    state = _state(ctx)
+    nodes = cluster_status(connect(), state)
+    listen = state.load().listen if state.exists() else "127.0.0.1"
     rows = [("NODE", "SYSTEM", "CLASS", "STATE", "SSH", "SERVICES")]
     rows += [(n.name, n.system, n.node_class, n.state,
-              f"127.0.0.1:{n.ssh_port}" if n.ssh_port else "-", n.health.summary) for n in nodes]
+              f"{listen}:{n.ssh_port}" if n.ssh_port else "-", n.health.summary) for n in nodes]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         cells = [c.ljust(w) for c, w in zip(row, widths, strict=False)]
@@ -477,6 +480,8 @@ def images_pull(registry: str, profile: str, systems: str | None) -> None:
 
 cli.add_command(images_cmd)
 cli.add_command(exercise)
+cli.add_command(classroom)
+cli.add_command(load)
 
 
 def main() -> None:

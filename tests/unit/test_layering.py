@@ -15,7 +15,7 @@ import pytest
 EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
 ROOMS = {"graphcore", "sambanova", "cerebras", "groq"}
 KERNEL = {"devices", "node", "datasets"}
-HOST = {"host", "exercises"}
+HOST = {"host", "exercises", "classroom"}
 FACADES = {"poptorch", "popdist", "sambaflow", "cerebras_pytorch", "cerebras_appliance", "pyslurm",
            "tensorflow_ipu", "groqflow"}  # tensorflow_ipu: installed as tensorflow.python.ipu
 

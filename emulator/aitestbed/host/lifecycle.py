@@ -202,6 +202,14 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
             # Stopped first, as `down` does: slurmctld saves its queue when asked to stop
             # (killed, it may lose the jobs submitted since its last save).
             list(pool.map(lambda c: (c.stop(), c.remove()), replaced))
+    # A login node published on another address than the record's (`classroom create
+    # --listen`, `classroom destroy`) is made again: Docker binds ports at creation.
+    rebound = sorted(n for n, c in existing.items()
+                     if n in record.ports and published_on(c) not in (None, record.listen))
+    if rebound:
+        replaced = [existing.pop(n) for n in rebound]
+        with ThreadPoolExecutor(PARALLEL * 2) as pool:
+            list(pool.map(lambda c: (c.stop(), c.remove()), replaced))
     _check_ports(topology, record, existing)
     started = time.monotonic()
     starting = {n.name for n in topology.nodes
@@ -238,6 +246,14 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     if recreate:
         return UpResult(topology, [], outdated, warnings, notes)
     return UpResult(topology, outdated, [], warnings, notes)
+
+
+def published_on(container) -> str | None:
+    """The address a login node's ssh port is published on (None: not published)."""
+    bindings = (container.attrs.get("HostConfig") or {}).get("PortBindings") or {}
+    for binding in bindings.get("22/tcp") or []:
+        return binding.get("HostIp") or "0.0.0.0"
+    return None
 
 
 def _on_image(record: ClusterRecord, mount: str) -> bool:
@@ -333,9 +349,10 @@ def _check_ports(topology: Topology, record: ClusterRecord, existing: dict) -> N
     for node in topology.nodes:
         port = record.ports.get(node.name)
         container = existing.get(node.name)
-        if port and (container is None or container.status != "running") and port_in_use(port):
+        if port and (container is None or container.status != "running") and port_in_use(
+                port, record.listen):
             raise AitestbedError(
-                f"port 127.0.0.1:{port} for {node.name}'s ssh is already in use by another "
+                f"port {record.listen}:{port} for {node.name}'s ssh is already in use by another "
                 "program: stop it, or set ssh_port for this host in the inventory"
             )
 
@@ -356,8 +373,8 @@ def _ensure_node(client, state: ClusterState, record: ClusterRecord, network, fr
         text = str(err.explanation or err)
         if "port is already allocated" in text or "address already in use" in text:
             raise AitestbedError(
-                f"port 127.0.0.1:{record.ports.get(node.name)} for {node.name}'s ssh is already "
-                "in use: stop what holds it, or set ssh_port for this host in the inventory"
+                f"port {record.listen}:{record.ports.get(node.name)} for {node.name}'s ssh is "
+                "already in use: stop what holds it, or set ssh_port for this host in the inventory"
             ) from None
         raise AitestbedError(f"cannot start {node.name}: {text}") from None
 
@@ -395,7 +412,7 @@ def _create(client, state: ClusterState, record: ClusterRecord, network, image: 
     host_config = api.create_host_config(
         binds=binds,
         mounts=mounts or None,
-        port_bindings={22: ("127.0.0.1", port)} if port else None,
+        port_bindings={22: (record.listen, port)} if port else None,
         restart_policy={"Name": "unless-stopped"},
         tmpfs={"/run": "rw,nosuid,nodev,mode=755"},
         # Docker's resolver on an internal network never answers a name it does not know

@@ -1,7 +1,9 @@
 """ssh ProxyCommand for round-robin names: connect to one of the given
 127.0.0.1 ports at random and relay stdin/stdout over it.
 
-Usage: python -m aitestbed.host.relay PORT [PORT ...]
+Usage: python -m aitestbed.host.relay [--address ADDRESS] PORT [PORT ...]
+(ADDRESS: where the cluster publishes them, 127.0.0.1 unless a workshop's
+`classroom create --listen` moved them)
 """
 
 from __future__ import annotations
@@ -13,16 +15,16 @@ import socket
 import sys
 
 
-def relay(ports: list[int]) -> int:
+def relay(ports: list[int], address: str = "127.0.0.1") -> int:
     random.shuffle(ports)
     for port in ports:
         try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock = socket.create_connection((address, port), timeout=5)
             break
         except OSError:
             continue
     else:
-        print(f"aitestbed relay: no login node answers on 127.0.0.1:{ports}", file=sys.stderr)
+        print(f"aitestbed relay: no login node answers on {address}:{ports}", file=sys.stderr)
         return 1
     sock.settimeout(None)
     selector = selectors.DefaultSelector()
@@ -47,9 +49,14 @@ def relay(ports: list[int]) -> int:
 
 if __name__ == "__main__":
     try:
-        sys.exit(relay([int(p) for p in sys.argv[1:]]))
+        args = sys.argv[1:]
+        where = "127.0.0.1"
+        if args[:1] == ["--address"]:
+            where, args = args[1], args[2:]
+        sys.exit(relay([int(p) for p in args] or [int("")], where))
     except (ValueError, IndexError):
-        print("usage: python -m aitestbed.host.relay PORT [PORT ...]", file=sys.stderr)
+        print("usage: python -m aitestbed.host.relay [--address ADDRESS] PORT [PORT ...]",
+              file=sys.stderr)
         sys.exit(2)
     except (BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         sys.exit(0)

@@ -28,6 +28,7 @@ SOCKET_BIND_SUFFIX = 17  # ssh binds "<ControlPath>.<16 random characters>" firs
 
 def render(state: ClusterState, record: ClusterRecord, topology: Topology) -> str:
     login = [n for n in topology.nodes if n.name in record.ports]
+    address = connect_address(record.listen)
     config = shlex.quote(str(state.ssh_config_path))
     lines = [
         f"# aitestbed cluster {state.name!r} (profile {record.profile}).",
@@ -42,7 +43,7 @@ def render(state: ClusterState, record: ClusterRecord, topology: Topology) -> st
         names = [node.name, node.fqdn]
         lines += [
             f"Host {' '.join(names)}",
-            *_endpoint(node.name, record.ports[node.name]),
+            *_endpoint(node.name, record.ports[node.name], address),
             "",
         ]
     round_robin: dict[str, list[str]] = {}
@@ -58,12 +59,13 @@ def render(state: ClusterState, record: ClusterRecord, topology: Topology) -> st
             check = f"ssh -F {config} -l %r -O check {node} 2>/dev/null"
             lines += [
                 f"Match originalhost {','.join(names)} exec {_quote_exec(check)}",
-                *_endpoint(node, record.ports[node]),
+                *_endpoint(node, record.ports[node], address),
                 "    ProxyCommand none",
                 "",
             ]
         ports = [str(record.ports[node]) for node in nodes]
-        relay = [sys.executable, "-m", "aitestbed.host.relay", *ports]
+        relay = [sys.executable, "-m", "aitestbed.host.relay",
+                 *(["--address", address] if address != "127.0.0.1" else []), *ports]
         lines += [
             f"Host {' '.join(names)}",
             f"    ProxyCommand {shlex.join(relay)}",
@@ -87,8 +89,13 @@ def render(state: ClusterState, record: ClusterRecord, topology: Topology) -> st
     return "\n".join(lines)
 
 
-def _endpoint(node: str, port: int) -> list[str]:
-    return ["    HostName 127.0.0.1", f"    Port {port}", f"    HostKeyAlias {node}"]
+def connect_address(listen: str) -> str:
+    """Where this machine reaches ports published on `listen` (a wildcard: 127.0.0.1)."""
+    return "127.0.0.1" if listen in ("0.0.0.0", "::", "") else listen
+
+
+def _endpoint(node: str, port: int, address: str = "127.0.0.1") -> list[str]:
+    return [f"    HostName {address}", f"    Port {port}", f"    HostKeyAlias {node}"]
 
 
 def _quote_exec(command: str) -> str:

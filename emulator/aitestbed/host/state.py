@@ -81,6 +81,9 @@ class ClusterRecord:
     # "volume": such a cluster keeps its volumes. "" until the first `up` decides.
     storage: str = "volume"
     storage_note: str = ""
+    # Where the login nodes' ssh ports are published: 127.0.0.1, or the address a
+    # workshop's instructor named (`classroom create --listen`).
+    listen: str = "127.0.0.1"
 
 
 class ClusterState:
@@ -376,11 +379,12 @@ def free_port(taken: set[int]) -> int:
     )
 
 
-def port_in_use(port: int) -> bool:
-    with socket.socket() as sock:
+def port_in_use(port: int, address: str = "127.0.0.1") -> bool:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((address, port))
         except OSError:
             return True
     return False
