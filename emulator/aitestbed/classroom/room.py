@@ -222,8 +222,7 @@ class Classroom:
             if room.listen:
                 on_step(f"publishing the login nodes' ssh on {room.listen} (their containers "
                         "are made again)")
-                for warning in publish(self.state, room.listen):
-                    on_step(f"warning: {warning}")
+                publish(self.state, room.listen)
             return room
 
     def _system_groups(self) -> dict[str, int]:
@@ -314,15 +313,13 @@ def check_listen(address: str, topology: Topology) -> str:
 
 
 def publish(state: ClusterState, address: str) -> list[str]:
-    """Publish the login nodes' ssh ports on `address` (their containers are made again:
-    Docker binds ports at creation); the warnings of `up`."""
+    """Publish the login nodes' ssh ports on `address` (host/lifecycle.publish) and write
+    the cluster's ssh config for it; the login nodes made again."""
     from aitestbed.host import lifecycle, sshconfig  # noqa: PLC0415 - Docker only here
 
-    record = state.load()
-    if record.listen == address:
+    if state.load().listen == address:
         return []
-    record.listen = address
-    state.save(record)
-    result = lifecycle.up(state.name, None, None, record.user)
-    sshconfig.write(state, state.load(), result.topology)
-    return result.warnings
+    nodes = lifecycle.publish(state.name, address)
+    record = state.load()
+    sshconfig.write(state, record, load_inventory(record.profile, record.systems))
+    return nodes

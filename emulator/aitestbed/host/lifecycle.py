@@ -248,6 +248,39 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     return UpResult(topology, outdated, [], warnings, notes)
 
 
+def publish(name: str, address: str, timeout: float = 180) -> list[str]:
+    """Publish the login nodes' ssh on `address`: each login container is made again from
+    the image it runs (Docker binds ports at creation), its volumes and the shared file
+    systems kept; what runs on it and its own logs start over. The nodes made again."""
+    client = connect()
+    state = ClusterState(name)
+    record = state.load()
+    record.listen = address
+    state.save(record)
+    topology = load_inventory(record.profile, record.systems)
+    existing = {c.labels.get(LABEL_NODE): c for c in cluster_containers(client, name)}
+    nodes = [n for n in topology.nodes if n.name in record.ports and n.name in existing
+             and published_on(existing[n.name]) != address]
+    if not nodes:
+        return []
+    for node in nodes:
+        if port_in_use(record.ports[node.name], address) and existing[node.name].status != \
+                "running":
+            raise AitestbedError(f"port {address}:{record.ports[node.name]} for {node.name}'s "
+                                 "ssh is already in use by another program: stop it first")
+    network, _ = _ensure_network(client, name, topology)
+    front = _ensure_front(client, name)
+    images_of = {n.name: existing[n.name].attrs["Config"]["Image"] for n in nodes}
+    with ThreadPoolExecutor(PARALLEL * 2) as pool:
+        list(pool.map(lambda n: (existing[n.name].stop(), existing[n.name].remove()), nodes))
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(lambda n: _ensure_node(client, state, record, network, front,
+                                             {n.node_class: images_of[n.name]}, n, None),
+                      nodes))
+    wait_ready(client, name, [n.name for n in nodes], timeout=timeout)
+    return [n.name for n in nodes]
+
+
 def published_on(container) -> str | None:
     """The address a login node's ssh port is published on (None: not published)."""
     bindings = (container.attrs.get("HostConfig") or {}).get("PortBindings") or {}
