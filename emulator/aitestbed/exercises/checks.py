@@ -96,12 +96,18 @@ def http_get(url: str) -> str | None:
 
 
 # evidence -------------------------------------------------------------------
+def accepted_line(nodes: Nodes, node: str, user: str, method: str | None = None) -> str:
+    """The start of sshd's log line for an accepted login of user on node (by `method`,
+    else the node's own: the passcode where it asks for one, the key elsewhere)."""
+    how = method or ("keyboard-interactive/pam" if node in nodes.mfa else "publickey")
+    return f"Accepted {how} for {user} from "
+
+
 def accepted_logins(ctx: Context, nodes: list[str], method: str | None = None) -> list[str]:
     """The nodes whose sshd accepted a login of the user (by `method`, else the node's own)."""
     found = []
     for node in nodes:
-        how = method or ("keyboard-interactive/pam" if node in ctx.nodes.mfa else "publickey")
-        pattern = f"Accepted {how} for {ctx.user} from "
+        pattern = accepted_line(ctx.nodes, node, ctx.user, method)
         rc, _ = ctx.as_root(node, f"grep -qF -- {shlex.quote(pattern)} {SSHD_LOG}")
         if rc == 0:
             found.append(node)
@@ -157,25 +163,37 @@ def parse_jobcomp(text: str) -> list[SlurmJob]:
     return [SlurmJob(dict(_FIELD.findall(line))) for line in text.splitlines() if "JobId=" in line]
 
 
+def owned_jobs(jobs: list[SlurmJob], user: str, uid: int) -> list[SlurmJob]:
+    """The jobs of user (jobcomp's `UserId=name(uid)`), in the order they ended."""
+    owner = f"{user}({uid})"
+    return sorted((j for j in jobs if j.fields.get("UserId") == owner), key=lambda j: j.end)
+
+
 def slurm_jobs(ctx: Context, system: str) -> list[SlurmJob]:
     """The user's finished jobs on a system's Slurm clusters, in the order they ended."""
-    owner = f"{ctx.user}({ctx.uid})"
     jobs = []
     for node in ctx.nodes.controllers.get(system, []):
         _, out = ctx.as_root(node, f"cat {JOBCOMP_LOG} 2>/dev/null")
-        jobs += [j for j in parse_jobcomp(out) if j.fields.get("UserId") == owner]
-    return sorted(jobs, key=lambda j: j.end)
+        jobs += parse_jobcomp(out)
+    return owned_jobs(jobs, ctx.user, ctx.uid)
+
+
+WSJOBS_COMMAND = "kubectl get wsjobs -n job-operator -o json"
+
+
+def wsjobs_of(items: list[dict], user: str) -> list[dict]:
+    """The WSJobs of user among the API's items, oldest first."""
+    mine = [j for j in items
+            if (j.get("spec", {}).get("user") or {}).get("username") == user]
+    return sorted(mine, key=lambda j: j["metadata"].get("creationTimestamp", ""))
 
 
 def wsjobs(ctx: Context) -> list[dict]:
     """The user's WSJobs on the Cerebras appliance, oldest first."""
     for node in ctx.nodes.management:
-        rc, out = ctx.as_root(node, "kubectl get wsjobs -n job-operator -o json")
+        rc, out = ctx.as_root(node, WSJOBS_COMMAND)
         if rc == 0:
-            items = json.loads(out).get("items", [])
-            mine = [j for j in items
-                    if (j.get("spec", {}).get("user") or {}).get("username") == ctx.user]
-            return sorted(mine, key=lambda j: j["metadata"].get("creationTimestamp", ""))
+            return wsjobs_of(json.loads(out).get("items", []), ctx.user)
     return []
 
 
@@ -184,16 +202,23 @@ def last_state(jobs: list, what: str) -> str:
     return f" (your last {what} ended {jobs[-1]})" if jobs else ""
 
 
+def parse_json_lines(text: str) -> list[dict]:
+    """The records of a JSON-lines log (a torn or foreign line is skipped)."""
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
 def json_lines(ctx: Context, node: str, paths: str) -> list[dict]:
     """The records of a JSON-lines log on a node, read as root (a torn last line is skipped)."""
     _, out = ctx.as_root(node, f"cat {paths} 2>/dev/null")
-    records = []
-    for line in out.splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+    return parse_json_lines(out)
 
 
 def in_home(ctx: Context, node: str, test: str) -> bool:
@@ -262,11 +287,11 @@ def cerebras_setup(ctx: Context) -> list[Criterion]:
     ]
 
 
-def _jobs_of_type(jobs: list[dict], job_type: str) -> list[dict]:
+def jobs_of_type(jobs: list[dict], job_type: str) -> list[dict]:
     return [j for j in jobs if j.get("spec", {}).get("jobType") == job_type]
 
 
-def _phase(job: dict) -> str:
+def phase(job: dict) -> str:
     return (job.get("status") or {}).get("phase", "QUEUEING")
 
 
@@ -283,9 +308,9 @@ def cerebras_fc_mnist(ctx: Context) -> list[Criterion]:
                                        "SUCCEEDED)"),
                            ("execute", "the model trained on a CS-2 (an execute WSJob "
                                        "SUCCEEDED)")):
-        mine = _jobs_of_type(jobs, job_type)
-        done = [j for j in mine if _phase(j) == "SUCCEEDED"]
-        last = [f"{_phase(j)}: {(j.get('status') or {}).get('message', '')}".rstrip(": ")
+        mine = jobs_of_type(jobs, job_type)
+        done = [j for j in mine if phase(j) == "SUCCEEDED"]
+        last = [f"{phase(j)}: {(j.get('status') or {}).get('message', '')}".rstrip(": ")
                 for j in mine[-1:]]
         criteria.append(Criterion(
             text, bool(done),
@@ -294,24 +319,32 @@ def cerebras_fc_mnist(ctx: Context) -> list[Criterion]:
     return criteria
 
 
+def listings_of(events: list[dict], user: str) -> list[str]:
+    """When user listed the wsjobs, among the audit log's events."""
+    return sorted(event.get("requestReceivedTimestamp", "") for event in events
+                  if event.get("verb") == "list"
+                  and (event.get("user") or {}).get("username") == user
+                  and (event.get("objectRef") or {}).get("resource") == "wsjobs"
+                  and (event.get("responseStatus") or {}).get("code") == 200)
+
+
 def wsjob_listings(ctx: Context) -> list[str]:
     """When the user listed the wsjobs (`csctl get jobs`), from the API server's audit log."""
     found = []
     for node in ctx.nodes.management:
-        for event in json_lines(ctx, node, KUBE_AUDIT_LOGS):
-            if (event.get("verb") == "list"
-                    and (event.get("user") or {}).get("username") == ctx.user
-                    and (event.get("objectRef") or {}).get("resource") == "wsjobs"
-                    and (event.get("responseStatus") or {}).get("code") == 200):
-                found.append(event.get("requestReceivedTimestamp", ""))
+        found += listings_of(json_lines(ctx, node, KUBE_AUDIT_LOGS), ctx.user)
     return sorted(found)
+
+
+def cancelled_by(jobs: list[dict], user: str) -> list[dict]:
+    """The jobs among `jobs` that user cancelled with csctl."""
+    return [j for j in jobs if phase(j) == "CANCELLED"
+            and j["spec"].get("cancelReason") == f"canceled by {user}"]
 
 
 def cerebras_cancel(ctx: Context) -> list[Criterion]:
     listed = wsjob_listings(ctx)
-    jobs = wsjobs(ctx)
-    mine = [j for j in jobs if _phase(j) == "CANCELLED"
-            and j["spec"].get("cancelReason") == f"canceled by {ctx.user}"]
+    mine = cancelled_by(wsjobs(ctx), ctx.user)
     return [
         Criterion("listed your jobs with `csctl get jobs`", bool(listed),
                   "on {cer_login}: `csctl get jobs` (the NAME column is what cancel takes)",
@@ -363,12 +396,23 @@ def graphcore_setup(ctx: Context) -> list[Criterion]:
     ]
 
 
-def _mnist_jobs(ctx: Context) -> list[SlurmJob]:
-    return [j for j in slurm_jobs(ctx, "graphcore") if j.workdir.endswith(MNIST_WORKDIR)]
+MNIST_BATCH_JOB = "submit-mnist-poptorch-job.sh"
+
+
+def mnist_srun_jobs(jobs: list[SlurmJob]) -> list[SlurmJob]:
+    """graphcore-mnist's jobs among a user's: srun (named after the program) in the MNIST
+    directory."""
+    return [j for j in jobs if j.workdir.endswith(MNIST_WORKDIR) and j.name.startswith("python")]
+
+
+def mnist_batch_jobs(jobs: list[SlurmJob]) -> list[SlurmJob]:
+    """graphcore-sbatch's jobs among a user's: the guide's batch script in the MNIST
+    directory."""
+    return [j for j in jobs if j.workdir.endswith(MNIST_WORKDIR) and j.name == MNIST_BATCH_JOB]
 
 
 def graphcore_mnist(ctx: Context) -> list[Criterion]:
-    jobs = [j for j in _mnist_jobs(ctx) if j.name.startswith("python")]
+    jobs = mnist_srun_jobs(slurm_jobs(ctx, "graphcore"))
     done = [j for j in jobs if j.state == "COMPLETED"]
     node = first(ctx.nodes.hop, "graphcore") or first(ctx.nodes.login, "graphcore")
     cached = in_home(ctx, node, "ls ~/tmp/*.popef >/dev/null 2>&1")
@@ -383,7 +427,7 @@ def graphcore_mnist(ctx: Context) -> list[Criterion]:
 
 
 def graphcore_sbatch(ctx: Context) -> list[Criterion]:
-    jobs = [j for j in _mnist_jobs(ctx) if j.name == "submit-mnist-poptorch-job.sh"]
+    jobs = mnist_batch_jobs(slurm_jobs(ctx, "graphcore"))
     done = [j for j in jobs if j.state == "COMPLETED"]
     node = first(ctx.nodes.hop, "graphcore") or first(ctx.nodes.login, "graphcore")
     output = in_home(ctx, node, f"grep -q 'Accuracy on test set:' "
@@ -405,28 +449,52 @@ def graphcore_sbatch(ctx: Context) -> list[Criterion]:
 LENET_WORKDIR = "/apps/starters/lenet"
 
 
-def _lenet_jobs(ctx: Context) -> list[SlurmJob]:
-    return [j for j in slurm_jobs(ctx, "sambanova")
-            if j.workdir == f"{ctx.home}{LENET_WORKDIR}"]
+LENET_BATCH_JOB = "submit-lenet-job.sh"
 
 
-def rdu_journal(ctx: Context, jobs: list[SlurmJob]) -> dict[tuple[str, str], list[dict]]:
-    """What snd recorded for each job, by (node, job id): its RDUs and its sessions."""
+def lenet_srun_jobs(jobs: list[SlurmJob], home: str) -> list[SlurmJob]:
+    """sambanova-lenet's jobs among a user's: srun (named after the program) in LeNet's
+    directory of their home; snd's journal tells run from test."""
+    return [j for j in jobs if j.workdir == f"{home}{LENET_WORKDIR}"
+            and j.name.startswith("python")]
+
+
+def lenet_batch_jobs(jobs: list[SlurmJob], home: str) -> list[SlurmJob]:
+    """sambanova-sbatch's jobs among a user's: the guide's batch script in LeNet's
+    directory."""
+    return [j for j in jobs if j.workdir == f"{home}{LENET_WORKDIR}"
+            and j.name == LENET_BATCH_JOB]
+
+
+def journal_by_job(entries: dict[str, list[dict]]) -> dict[tuple[str, str], list[dict]]:
+    """snd's journal entries of each node (node -> entries), by (node, job id)."""
     found: dict[tuple[str, str], list[dict]] = {}
-    for node in sorted({j.node for j in jobs if j.node}):
-        for entry in json_lines(ctx, node, SND_JOURNAL):
+    for node, records in entries.items():
+        for entry in records:
             found.setdefault((node, str(entry.get("job"))), []).append(entry)
     return found
 
 
-def _ran_on_rdus(jobs: list[SlurmJob], journal: dict, command: str) -> SlurmJob | None:
+def rdu_journal(ctx: Context, jobs: list[SlurmJob]) -> dict[tuple[str, str], list[dict]]:
+    """What snd recorded for each job, by (node, job id): its RDUs and its sessions."""
+    return journal_by_job({node: json_lines(ctx, node, SND_JOURNAL)
+                           for node in sorted({j.node for j in jobs if j.node})})
+
+
+def ran_on_rdus(jobs: list[SlurmJob], journal: dict, command: str) -> SlurmJob | None:
     """The latest completed job with a session whose command line holds `command`."""
     for job in reversed(jobs):
         if job.state == "COMPLETED" and any(
-                e["event"] == "session" and command in e.get("command", "")
+                e.get("event") == "session" and command in str(e.get("command", ""))
                 for e in journal.get((job.node, job.job_id), [])):
             return job
     return None
+
+
+def rdus_held(jobs: list[SlurmJob], journal: dict) -> dict[str, int]:
+    """How many RDUs snd reserved for each of the jobs, by job id."""
+    return {j.job_id: len(e.get("rdus") or []) for j in jobs
+            for e in journal.get((j.node, j.job_id), []) if e.get("event") == "reserve"}
 
 
 def sambanova_lenet(ctx: Context) -> list[Criterion]:
@@ -434,7 +502,7 @@ def sambanova_lenet(ctx: Context) -> list[Criterion]:
     copied = in_home(ctx, node, f"test -f {LENET}/lenet.py")
     compiled = in_home(ctx, node, f"test -s {LENET}/{PEF}")
     # srun jobs are named after their program (`python`); snd's journal tells run from test.
-    jobs = [j for j in _lenet_jobs(ctx) if j.name.startswith("python")]
+    jobs = lenet_srun_jobs(slurm_jobs(ctx, "sambanova"), ctx.home)
     journal = rdu_journal(ctx, jobs)
     criteria = [
         Criterion("the starters copied to ~/apps/starters", copied,
@@ -443,7 +511,7 @@ def sambanova_lenet(ctx: Context) -> list[Criterion]:
                   f"on {{sn_node}}: {LENET_VENV} && cd {LENET} && {guide.LENET_COMPILE}"),
     ]
     for step, command in (("run", guide.LENET_RUN), ("test", guide.LENET_TEST)):
-        job = _ran_on_rdus(jobs, journal, f"lenet.py {step}")
+        job = ran_on_rdus(jobs, journal, f"lenet.py {step}")
         criteria.append(Criterion(
             f"`lenet.py {step}` completed on the RDUs under srun", job is not None,
             f"cd {LENET} && {command}"
@@ -453,11 +521,9 @@ def sambanova_lenet(ctx: Context) -> list[Criterion]:
 
 
 def sambanova_sbatch(ctx: Context) -> list[Criterion]:
-    jobs = [j for j in _lenet_jobs(ctx) if j.name == "submit-lenet-job.sh"]
+    jobs = lenet_batch_jobs(slurm_jobs(ctx, "sambanova"), ctx.home)
     done = [j for j in jobs if j.state == "COMPLETED"]
-    journal = rdu_journal(ctx, done)
-    held = {j.job_id: len(e.get("rdus", [])) for j in done
-            for e in journal.get((j.node, j.job_id), []) if e["event"] == "reserve"}
+    held = rdus_held(done, rdu_journal(ctx, done))
     two = next((j for j in reversed(done) if held.get(j.job_id, 0) >= 2), None)
     node = first(ctx.nodes.hop, "sambanova") or first(ctx.nodes.login, "sambanova")
     output = in_home(ctx, node, f"grep -q 'Test Accuracy' {LENET}/pef/lenet/output.log")
