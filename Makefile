@@ -81,6 +81,7 @@ bench: venv engine
 	$(BIN)/python tests/bench/bench_ci.py
 	$(BIN)/python tests/bench/bench_images.py
 	$(BIN)/python tests/bench/bench_classroom_page.py
+	$(BIN)/python tests/bench/bench_classroom.py
 
 # A scripted new user: onboarding and every exercise on a mini cluster of its own,
 # then a report (REHEARSE_KEEP=1 keeps the cluster).
