@@ -1,7 +1,8 @@
 """A workshop's classroom on a cluster of its own (profile mini, SYSTEMS=graphcore): learners
 made in one onboarding run, published on another loopback address (127.0.0.2: nothing here
 leaves this machine), logged in to from the QR code's URI as an authenticator app would,
-reset without touching anyone else (tried by a learner who plants links), and offboarded.
+reset without touching anyone else (tried by a learner who plants links), background load
+met in squeue, and offboarded.
 
 Set AITESTBED_TEST_CLUSTER_CLASSROOM to run against an existing cluster instead.
 """
@@ -38,7 +39,8 @@ def room():
     c = Cluster(name, "learner")
     if not existing:
         c.cli("up", "--profile", "mini", "--systems", "graphcore", timeout=1800)
-    else:  # a room left by an earlier run
+    else:  # a room and a load left by an earlier run
+        c.cli("load", "stop", check=False, timeout=900)
         c.cli("classroom", "destroy", "--yes", check=False, timeout=900)
     try:
         started = time.monotonic()
@@ -155,9 +157,10 @@ def test_a_reset_touches_nothing_but_the_learners_own(room):
                           user="learner02")
     theirs = out.split()[-1]
     result = room.cli("classroom", "reset", "learner01")
-    assert re.search(r"learner01: jobs cancelled .*home restored to its creation; what was "
-                     r"there is kept in /home/\.classroom/learner01/reset-\d+T\d+Z\.tar\.gz",
-                     result.stdout), result.stdout
+    kept = re.search(r"learner01: jobs cancelled .*home restored to its creation; what was "
+                     r"there is kept in (/home/\.classroom/learner01/reset-\d+T\d+Z\.tar\.gz)",
+                     result.stdout)
+    assert kept, result.stdout
     _, home = docker_exec(room, LOGIN, "ls -A /home/learner01")
     assert sorted(home.split()) == [".keras", ".ssh", ".torch"], home
     _, theirs_now = docker_exec(room, LOGIN, "cat /home/learner02/keep.txt; "
@@ -168,10 +171,10 @@ def test_a_reset_touches_nothing_but_the_learners_own(room):
     _, queue = docker_exec(room, "gc-slurmctld", "squeue -h -o '%i %u'")
     assert f"{theirs} learner02" in queue and mine not in queue, queue
     # what was there is archived (links as links), for root only
-    _, listing = docker_exec(room, LOGIN, "ls -l /home/.classroom/learner01/; "
-                                          "tar tzvf /home/.classroom/learner01/reset-*.tar.gz")
+    _, listing = docker_exec(room, LOGIN, f"ls -l {kept.group(1)}; tar tzvf {kept.group(1)}")
     assert "./neighbour -> /home/learner02" in listing and "./notes.txt" in listing, listing
-    assert re.search(r"^-rw------- 1 root root .* reset-", listing, re.M), listing
+    assert re.search(r"^-rw------- 1 root root .* /home/\.classroom/learner01/reset-", listing,
+                     re.M), listing
     rc, _ = docker_exec(room, LOGIN, "ls /home/.classroom", user="learner01")
     assert rc != 0
     docker_exec(room, "gc-slurmctld", f"scancel {theirs}")
@@ -189,12 +192,58 @@ def test_begin_and_reset_to_an_exercises_start(room):
     assert out.strip().endswith("before"), out
 
 
+def test_background_load_makes_real_queues_then_leaves_nothing(room):
+    """`load start`: other users' jobs hold IPUs and one waits with (Resources), as learners
+    see in squeue; a learner's small job still starts; `load stop` leaves nothing of them.
+    (Here on the Graphcore system alone; the plan for every system: unit tests.)"""
+    result = room.cli("load", "start", "--level", "light", timeout=900)
+    running = json.loads((room.state.root / "classroom" / "load.json").read_text())
+    users = sorted(running["users"])
+    assert len(users) >= 2 and "load01" in users, result.stdout
+    again = room.cli("load", "start", check=False)
+    assert again.returncode == 1 and "already running on cluster" in again.stderr
+
+    deadline = time.monotonic() + 30
+    while True:
+        _, out = docker_exec(room, "gc-slurmctld",
+                             f"squeue -h -u {','.join(users)} -o '%T|%b|%r'")
+        jobs = [line.split("|") for line in out.split()]
+        held = [gres for state, gres, _ in jobs if state == "RUNNING"]
+        waiting = [reason for state, _, reason in jobs if state == "PENDING"]
+        if len(held) >= 2 and all("ipu:" in g for g in held) and "Resources" in waiting:
+            break
+        assert time.monotonic() < deadline, jobs
+        time.sleep(1)
+    rc, out = docker_exec(room, LOGIN, "cd ~ && squeue && "
+                                       "sbatch --parsable --ipus=1 --wrap 'sleep 30'",
+                          user="learner02")
+    assert rc == 0 and "(Resources)" in out and users[0] in out, out
+    mine = out.split()[-1]
+    time.sleep(3)
+    _, state = docker_exec(room, "gc-slurmctld", f"squeue -h -j {mine} -o %T")
+    docker_exec(room, "gc-slurmctld", f"scancel {mine}")
+    assert state.strip() == "RUNNING", state
+
+    result = room.cli("load", "stop", timeout=900)
+    assert result.stdout.startswith("stopped the light load"), result.stdout
+    _, out = docker_exec(room, "gc-slurmctld", f"squeue -h -u {','.join(users)}")
+    assert out.strip() == ""
+    uids = ",".join(str(u) for u in running["users"].values())
+    for node in (LOGIN, NODE, "gc-poplar-02"):
+        rc, out = docker_exec(room, node, f"pgrep -a -U {uids}")
+        assert rc == 1, f"{node} still runs: {out}"
+    assert room.cli("load", "stop").stdout.startswith("no load is running")
+
+
 def test_destroy_offboards_every_learner_and_closes_the_address(room, tmp_path):
     port = sheet_port(room, "learner01")
     result = room.cli("classroom", "destroy", "--yes", timeout=900)
     assert "offboarded 3 learners" in result.stdout
+    archive = re.search(r"homes archived to /home/\.classroom/<learner>/(offboarded-\S+\.tar\.gz)",
+                        result.stdout)
+    assert archive, result.stdout
     _, out = docker_exec(room, LOGIN, "ls /home/.classroom/learner01")
-    assert "offboarded.tar.gz" in out.split(), out
+    assert archive.group(1) in out.split(), out
     _, home = docker_exec(room, LOGIN, "test -d /home/learner01 && echo present || echo gone")
     assert home.strip() == "gone"
     container = connect().containers.get(container_name(room.name, LOGIN))

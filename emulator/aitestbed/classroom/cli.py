@@ -166,3 +166,35 @@ def load() -> None:
     aitestbed load start --level busy
     aitestbed load stop
     """
+
+
+@load.command("start")
+@click.option("--level", type=click.Choice(["light", "busy"]), default="light", show_default=True,
+              help="light: about half of each system held and a job waiting (Resources); "
+                   "busy: everything held and a queue (Resources), (Priority).")
+@click.pass_context
+def load_start(ctx: click.Context, level: str) -> None:
+    """Start other users' jobs on every system (they resubmit until `load stop`)."""
+    from aitestbed.classroom import load as background  # noqa: PLC0415
+
+    started = time.monotonic()
+    running = background.start(
+        ctx.obj["name"], level,
+        on_step=lambda s: click.echo(f"aitestbed: {s} ({time.monotonic() - started:.0f} s)",
+                                     err=True))
+    for line in background.describe(running):
+        click.echo(line)
+
+
+@load.command("stop")
+@click.pass_context
+def load_stop(ctx: click.Context) -> None:
+    """Cancel every load job and wsjob and offboard the load's users."""
+    from aitestbed.classroom import load as background  # noqa: PLC0415
+
+    started = time.monotonic()
+    done = background.stop(
+        ctx.obj["name"],
+        on_step=lambda s: click.echo(f"aitestbed: {s} ({time.monotonic() - started:.0f} s)",
+                                     err=True))
+    click.echo(done["message"])

@@ -107,8 +107,10 @@ def snapshot_homes(probe: Probe, node: str, users: list[str], label: str) -> Non
     script = [f"umask 077 && install -d -m 0700 -o root -g root {ARCHIVE}"]
     for user in users:
         home, keep = f"/home/{user}", f"{ARCHIVE}/{user}"
+        # A new room's snapshots never mix with an earlier room's (its archives stay).
+        fresh = f"rm -f {keep}/begin-*.tar.gz && " if label == CREATED else ""
         script.append(
-            f"install -d -m 0700 -o root -g root {keep} && "
+            f"install -d -m 0700 -o root -g root {keep} && {fresh}"
             f"tar --numeric-owner -C {home} -czf {keep}/{label}.tar.gz.tmp . && "
             f"mv -f {keep}/{label}.tar.gz.tmp {keep}/{label}.tar.gz")
     _run(probe, node, " && ".join(script), "the home snapshots")
@@ -269,17 +271,19 @@ class Classroom:
             # The offboarding playbook cancels the jobs; the homes are archived here (the
             # cluster's policy may say `keep`), beside the room's snapshots.
             offboard(self.state, learners)
+            stamp = _stamp()
             probe_script = " && ".join(
                 f"if [ -d /home/{u} ]; then install -d -m 0700 {ARCHIVE}/{u} && "
-                f"tar --numeric-owner -C /home -czf {ARCHIVE}/{u}/offboarded.tar.gz {u} && "
+                f"tar --numeric-owner -C /home -czf {ARCHIVE}/{u}/offboarded-{stamp}.tar.gz {u} && "
                 f"rm -rf --one-file-system /home/{u}; fi" for u in learners)
             _run(self.probe, node, f"umask 077 && install -d -m 0700 {ARCHIVE} && {probe_script}",
                  "archiving the homes")
             roster.save_room(self.state.root, None)
             if self.state.load().listen != LOOPBACK:
                 publish(self.state, LOOPBACK)
-            return {"learners": learners, "archives": f"{ARCHIVE}/<learner>/offboarded.tar.gz"
-                    f" on the shared /home"}
+            return {"learners": learners,
+                    "archives": f"{ARCHIVE}/<learner>/offboarded-{stamp}.tar.gz on the shared "
+                                "/home"}
 
 
 def _span(names: list[str]) -> str:
