@@ -129,6 +129,8 @@ def test_bad_requests_change_nothing(room):
     for args, message in (
         (("create", "--learners", "2"), "already has a classroom of 3 learners"),
         (("create", "--learners", "0"), "--learners must be at least 1"),
+        (("create", "--learners", "2", "--listen", "192.0.2.1"),
+         "--listen 192.0.2.1: this machine has no such address"),
         (("reset", "nobody"), "'nobody' is not a learner of this classroom"),
         (("reset", "learner01", "--exercise", "graphcore-mnist"),
          "no snapshot of learner01's home at the start of 'graphcore-mnist'"),

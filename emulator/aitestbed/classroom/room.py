@@ -199,6 +199,8 @@ class Classroom:
                listen: str | None = None, on_step: Callable[[str], None] = lambda s: None
                ) -> Room:
         roster.check_count(count)
+        if listen is not None:
+            listen = check_listen(listen, self.topology)
         with roster.exclusive(self.state.root, "classroom create"):
             existing = roster.load_room(self.state.root)
             if existing is not None:
@@ -212,13 +214,17 @@ class Classroom:
                                systems=systems, cluster_systems=list(self.topology.systems),
                                users=registry.users, projects=registry.projects,
                                system_groups=groups, today=_today())
-            if listen is not None:
-                listen = check_listen(listen, self.topology)
             room.listen = None if listen in (None, LOOPBACK) else listen
-            on_step(f"onboarding {count} learners with one run of the onboarding playbook")
-            onboard(self.state, roster.account_vars(room, self.record.user, _today()),
-                    list(room.learners))
+            # Recorded first: if the playbook fails midway, `classroom destroy` finds what
+            # it made.
             roster.save_room(self.state.root, room)
+            on_step(f"onboarding {count} learners with one run of the onboarding playbook")
+            try:
+                onboard(self.state, roster.account_vars(room, self.record.user, _today()),
+                        list(room.learners))
+            except ClassroomError as err:
+                raise ClassroomError(f"{err}; `classroom destroy` removes what was made") \
+                    from None
             on_step("keeping each home as it is at creation (for `classroom reset`)")
             snapshot_homes(self.probe, home_node(self.topology), list(room.learners), CREATED)
             if room.listen:
