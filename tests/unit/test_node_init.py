@@ -58,7 +58,8 @@ def test_the_oath_line_node_init_installs_is_what_ansible_renders(cluster, node_
     (installed,) = init.OATH_DIR.iterdir()
     written = ansible_render.run_template_task(
         "sshd", "mfa.yml", "Enrol the users' passcode tokens",
-        {**topology.hostvars["gc-login-01"], "sshd_mfa_tokens": {"alice": token}})
+        {**topology.hostvars["gc-login-01"], "sshd_mfa_tokens": {"alice": token},
+         "sshd_enrolled": {"files": []}})
     assert {f"/etc/oath/users/{installed.name}": installed.read_text()} == written
     assert installed.read_text() == f"HOTP/T30/8\talice\t-\t{token['secret']}\n"
     assert installed.stat().st_mode & 0o777 == 0o600

@@ -62,11 +62,21 @@ def test_the_access_rules_admit_the_system_group_or_nobody():
 def test_the_oath_lines_are_what_the_roles_enrolment_task_writes():
     """tasks/mfa.yml's template task, run by Ansible's engine for each token."""
     written = ansible_render.run_template_task(
-        "sshd", "mfa.yml", "Enrol the users' passcode tokens", {"sshd_mfa_tokens": TOKENS})
+        "sshd", "mfa.yml", "Enrol the users' passcode tokens",
+        {"sshd_mfa_tokens": TOKENS, "sshd_enrolled": {"files": []}})
     assert written == {f"/etc/oath/users/{name}": text
                        for name, text in sshdconf.oath_files(TOKENS).items()}
     assert written["/etc/oath/users/alice.oath"] == f"HOTP/T30/8\talice\t-\t{'0f' * 20}\n"
     assert written["/etc/oath/users/bob.oath"] == f"HOTP/T30/8\tbob\t0042\t{'a1' * 20}\n"
+
+
+def test_a_token_already_enrolled_is_not_written_again():
+    """pam_oath keeps its last code in the file: the task templates only missing ones."""
+    written = ansible_render.run_template_task(
+        "sshd", "mfa.yml", "Enrol the users' passcode tokens",
+        {"sshd_mfa_tokens": TOKENS,
+         "sshd_enrolled": {"files": [{"path": "/etc/oath/users/alice.oath"}]}})
+    assert list(written) == ["/etc/oath/users/bob.oath"]
 
 
 def test_the_accounts_module_renders_without_ansibles_controller_code(tmp_path):
