@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aitestbed.exercises import guide
 from aitestbed.host.naming import container_name
+from aitestbed.host.state import ClusterState
 from benchlib import cli, destroy
 
 NODE = "gc-poplar-01"
@@ -105,8 +106,11 @@ def main() -> None:
         figures["destroy30"] = cli(name, "classroom", "destroy", "--yes")
         figures["create100"] = cli(name, "classroom", "create", "--learners", "100",
                                    "--prefix", "ws")
+        print(f"  so far: {', '.join(f'{k} {v:.1f} s' for k, v in figures.items())}",
+              flush=True)
         started = time.monotonic()
-        on(name, NODE, ROOM_ENV, "learner")  # the instructor (the project's PI)
+        instructor = ClusterState(name).load().user  # the project's PI
+        on(name, NODE, ROOM_ENV, instructor)
         figures["room_env"] = time.monotonic() - started
         learners = [f"ws{i:03d}" for i in range(1, 21)]
         idle = HostSampler()
