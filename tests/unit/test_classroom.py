@@ -190,3 +190,18 @@ def test_listen_address_checks():
                                             _Node("gc-login-02", False)))
     assert connect_address("0.0.0.0") == "127.0.0.1"
     assert connect_address("127.0.0.2") == "127.0.0.2"
+
+
+def test_a_failed_playbook_is_reported_by_the_task_s_stderr(tmp_path):
+    from aitestbed.classroom.room import _failure
+    log = tmp_path / "onboard-user.log"
+    log.write_text(
+        "TASK [accounts : Create the user accounts] ***\n"
+        'fatal: [gc-poplar-01]: FAILED! => {"changed": true, "cmd": ["python"], '
+        '"msg": "non-zero return code", "rc": 1, "stderr": "useradd: UID 20001 is not '
+        'unique", "stdout": ""}\n')
+    assert _failure(log) == "useradd: UID 20001 is not unique"
+    log.write_text('fatal: [n]: FAILED! => {"changed": false, "msg": "Group x does not exist"}\n')
+    assert _failure(log) == "Group x does not exist"
+    log.write_text("PLAY RECAP\n")
+    assert _failure(log) == "see the log"

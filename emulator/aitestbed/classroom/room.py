@@ -9,6 +9,7 @@ learner's links are archived as links and never followed by root.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import ipaddress
 import shlex
 import socket
@@ -72,8 +73,20 @@ def _failure(log: Path) -> str:
         return "see the log"
     for line in lines:
         if line.startswith(("fatal:", "failed:")) and '"msg":' in line:
-            return line.split('"msg":', 1)[1].strip().strip("}").strip().strip('"')[:300]
+            found = _field(line, "stderr") or _field(line, "msg")
+            if found:
+                return found[:300]
     return "see the log"
+
+
+def _field(line: str, key: str) -> str:
+    """A string field of the JSON result on an ansible `fatal:` line ('' if none)."""
+    try:
+        start = line.index("{")
+        return str(json.loads(line[start:line.rindex("}") + 1]).get(key) or "").strip()
+    except (ValueError, AttributeError):
+        marker = f'"{key}": "'
+        return line.split(marker, 1)[1].split('", "', 1)[0] if marker in line else ""
 
 
 def onboard(state: ClusterState, accounts_vars: dict, names: list[str]) -> None:
