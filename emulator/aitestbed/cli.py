@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from aitestbed.host.health import cluster_status, wait_ready
 from aitestbed.host.inventory import ansible_source, parse_systems
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.jobrun import report as jobrun_report
-from aitestbed.host.naming import check_cluster_name, container_name
+from aitestbed.host.naming import check_cluster_name
 from aitestbed.host.playbook import copies_host_artifacts, run_playbook
 from aitestbed.host.state import ClusterState, practice_user_name
 
@@ -110,7 +109,7 @@ def status(ctx: click.Context) -> None:
     """Nodes and services with their health."""
 
     state = _state(ctx)
-    nodes = cluster_status(connect(), state)
+    nodes = cluster_status(lifecycle.provider_of(state), state)
     listen = state.load().listen if state.exists() else "127.0.0.1"
     rows = [("NODE", "SYSTEM", "CLASS", "STATE", "SSH", "SERVICES")]
     rows += [(n.name, n.system, n.node_class, n.state,
@@ -133,7 +132,8 @@ def wait(ctx: click.Context, timeout: float) -> None:
     state = _state(ctx)
     record = state.load()
     topology = load_inventory(record.profile, record.systems)
-    waited = wait_ready(connect(), state.name, [n.name for n in topology.nodes], timeout=timeout)
+    waited = wait_ready(lifecycle.provider_of(state), state.name,
+                        [n.name for n in topology.nodes], timeout=timeout)
     click.echo(f"cluster {state.name!r} ready ({len(topology.nodes)} nodes) after {waited:.1f} s",
                err=True)
 
@@ -168,11 +168,9 @@ def shell(ctx: click.Context, node: str, command: tuple[str, ...], user: str | N
     state = _state(ctx)
     record = state.load()
     name = load_inventory(record.profile, record.systems).node(node).name
-    docker = shutil.which("docker")
-    if docker is None:
-        raise AitestbedError("the docker command is missing: run `make engine`")
-    os.execv(docker, shell_argv(docker, container_name(state.name, name), command, user,
-                                tty=sys.stdin.isatty()))
+    argv = lifecycle.provider_of(state).terminal_argv(
+        state.name, name, login_command(command, user), tty=sys.stdin.isatty())
+    os.execv(argv[0], argv)
 
 
 class _RunCommand(click.Command):
@@ -276,16 +274,14 @@ def run_cmd(ctx: click.Context, scripts: tuple[str, ...], system: str, user: str
     sys.exit(report.exit_code)
 
 
-def shell_argv(docker: str, container: str, command: tuple[str, ...], user: str | None,
-               tty: bool) -> list[str]:
-    """docker exec of a login shell; as USER, a login as a login makes it (runuser -l:
-    HOME, USER, LOGNAME and SHELL from the user's passwd entry, in the home, a login
-    shell; an unknown user is runuser's own error)."""
-    argv = [docker, "exec", "-i", *(["-t"] if tty else []), container]
+def login_command(command: tuple[str, ...], user: str | None) -> list[str]:
+    """A login shell on a node (run there by its provider); as USER, a login as a login
+    makes it (runuser -l: HOME, USER, LOGNAME and SHELL from the user's passwd entry, in
+    the home, a login shell; an unknown user is runuser's own error)."""
     joined = " ".join(command)  # as ssh joins its arguments
     if user:
-        return [*argv, "runuser", "-l", user, *(["-c", joined] if command else [])]
-    return [*argv, "bash", "-l", *(["-c", joined] if command else [])]
+        return ["runuser", "-l", user, *(["-c", joined] if command else [])]
+    return ["bash", "-l", *(["-c", joined] if command else [])]
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

@@ -161,7 +161,7 @@ def audit(user: str) -> str:
 @dataclass
 class FakeCluster:
     """A probe answering the page's one command per node from recorded section outputs;
-    a node in `down` raises as DockerProbe does for a container that is gone."""
+    a node in `down` raises as NodeProbe does for a container that is gone."""
 
     sections: dict[str, dict[str, str | tuple[int, str]]] = field(default_factory=dict)
     down: set[str] = field(default_factory=set)

@@ -115,19 +115,21 @@ def test_ssh_config_to_a_missing_directory_is_one_clear_line(isolated_state):
                                      "No such file or directory")
 
 
-def test_shell_as_a_user_is_a_login_of_that_user():
+def test_shell_as_a_user_is_a_login_of_that_user(monkeypatch):
     """`shell -u USER` sets HOME, USER and LOGNAME and starts in the home, as a login does
     (docker exec -u kept root's HOME=/root and USER unset)."""
-    from aitestbed.cli import shell_argv
+    from aitestbed.cli import login_command
+    from aitestbed.host.provider.docker import DockerProvider
 
-    argv = shell_argv("/usr/bin/docker", "c-gc-login-01", ("echo", "$USER"), "learner",
-                      tty=False)
+    monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}")
+    docker = DockerProvider(client=object())
+    argv = docker.terminal_argv("c", "gc-login-01", login_command(("echo", "$USER"), "learner"),
+                                tty=False)
     assert argv == ["/usr/bin/docker", "exec", "-i", "c-gc-login-01",
                     "runuser", "-l", "learner", "-c", "echo $USER"]
-    assert shell_argv("docker", "c", (), "learner", tty=True) == [
-        "docker", "exec", "-i", "-t", "c", "runuser", "-l", "learner"]
-    assert shell_argv("docker", "c", (), None, tty=False) == [
-        "docker", "exec", "-i", "c", "bash", "-l"]
+    assert docker.terminal_argv("c", "n", login_command((), "learner"), tty=True) == [
+        "/usr/bin/docker", "exec", "-i", "-t", "c-n", "runuser", "-l", "learner"]
+    assert login_command((), None) == ["bash", "-l"]
 
 
 def test_only_playbooks_whose_roles_copy_build_rebuild_it_first():

@@ -440,7 +440,7 @@ def cluster_state():
 
 def invoke(*args: str, probe: FakeProbe | None = None, monkeypatch=None):
     if monkeypatch is not None:
-        monkeypatch.setattr("aitestbed.exercises.session.DockerProbe", lambda name: probe)
+        monkeypatch.setattr("aitestbed.exercises.session.NodeProbe", lambda name: probe)
     return CliRunner().invoke(cli, ["--name", "unit", "exercise", *args])
 
 

@@ -43,7 +43,7 @@ from aitestbed.classroom import room as classroom_room
 from aitestbed.classroom import roster
 from aitestbed.classroom.roster import ClassroomError, Load
 from aitestbed.exercises import guide
-from aitestbed.exercises.probe import DockerProbe, Probe
+from aitestbed.exercises.probe import NodeProbe, Probe
 from aitestbed.host.inventory import Topology
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.state import ClusterState
@@ -425,7 +425,7 @@ class LoadRun:
         record = self.state.load()
         self.topology = load_inventory(record.profile, record.systems)
         if self.probe is None:
-            self.probe = DockerProbe(self.cluster)
+            self.probe = NodeProbe(self.cluster)
 
     def _run(self, node: str, command: str, what: str) -> str:
         rc, out = self.probe.run(node, command)

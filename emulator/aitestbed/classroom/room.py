@@ -9,8 +9,8 @@ learner's links are archived as links and never followed by root.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import ipaddress
+import json
 import shlex
 import socket
 import tempfile
@@ -23,7 +23,7 @@ import yaml
 from aitestbed.classroom import roster
 from aitestbed.classroom.roster import ClassroomError, Room
 from aitestbed.exercises import catalog
-from aitestbed.exercises.probe import DockerProbe, Probe
+from aitestbed.exercises.probe import NodeProbe, Probe
 from aitestbed.host.inventory import Topology, ansible_source
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.playbook import run_playbook
@@ -196,7 +196,7 @@ class Classroom:
     @property
     def probe(self) -> Probe:
         if self._probe is None:
-            self._probe = DockerProbe(self.state.name)
+            self._probe = NodeProbe(self.state.name)
         return self._probe
 
     @property

@@ -1,4 +1,5 @@
-"""Run a command on a node of a running cluster, as root or as a user (docker exec).
+"""Run a command on a node of a running cluster, as root or as a user (through the
+cluster's provider: docker exec, or a pod's exec).
 
 Checks only read the cluster through a probe, so unit tests pass a fake one.
 """
@@ -7,12 +8,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import docker
-from docker.errors import DockerException, NotFound
-
-from aitestbed.host.engine import connect
+from aitestbed.host import provider as providers
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.naming import container_name
+from aitestbed.host.provider import NodeGone, Provider
 
 
 class Probe(Protocol):
@@ -20,23 +18,19 @@ class Probe(Protocol):
         """(exit code, stdout and stderr) of `bash -c command` on node."""
 
 
-class DockerProbe:
-    """The real cluster's nodes, through the Docker engine."""
+class NodeProbe:
+    """The real cluster's nodes, through its provider."""
 
-    def __init__(self, cluster: str, client: docker.DockerClient | None = None):
+    def __init__(self, cluster: str, provider: Provider | None = None):
         self.cluster = cluster
-        self.client = client or connect()
+        self.provider = provider or providers.for_cluster(cluster)
 
     def run(self, node: str, command: str, user: str | None = None) -> tuple[int, str]:
-        name = container_name(self.cluster, node)
         try:
-            container = self.client.containers.get(name)
-            options = {"user": user, "workdir": f"/home/{user}"} if user else {}
-            rc, out = container.exec_run(["bash", "-c", command], **options)
-        except NotFound:
-            raise AitestbedError(f"node {node} of cluster {self.cluster!r} has no container: "
-                                 f"bring the cluster up with `aitestbed --name {self.cluster} up`"
-                                 ) from None
-        except DockerException as err:
-            raise AitestbedError(f"cannot run a check on {node}: {err}") from None
-        return rc, out.decode(errors="replace")
+            result = self.provider.exec(self.cluster, node, ["bash", "-c", command], user=user,
+                                        workdir=f"/home/{user}" if user else None)
+        except NodeGone as err:
+            raise AitestbedError(f"cannot run a check on {node} of cluster {self.cluster!r} "
+                                 f"({err}): bring the cluster up with `aitestbed --name "
+                                 f"{self.cluster} up`") from None
+        return result.exit_code, result.output

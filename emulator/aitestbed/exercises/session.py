@@ -16,7 +16,7 @@ from pathlib import Path
 from aitestbed.exercises import catalog
 from aitestbed.exercises.catalog import Exercise
 from aitestbed.exercises.checks import Context, Criterion, Nodes
-from aitestbed.exercises.probe import DockerProbe, Probe
+from aitestbed.exercises.probe import NodeProbe, Probe
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Topology
 from aitestbed.host.inventory import load as load_inventory
@@ -67,7 +67,7 @@ class Session:
     @property
     def probe(self) -> Probe:
         if self._probe is None:
-            self._probe = DockerProbe(self.state.name)
+            self._probe = NodeProbe(self.state.name)
         return self._probe
 
     @property

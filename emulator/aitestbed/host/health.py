@@ -10,12 +10,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import docker
-from docker.errors import APIError, NotFound
-
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import load as load_inventory
-from aitestbed.host.naming import container_name
+from aitestbed.host.provider import NodeGone, Provider
 from aitestbed.host.state import ClusterState
 
 HEALTH_COMMAND = ["/usr/local/sbin/aitestbed-node-health"]
@@ -24,7 +21,7 @@ HEALTH_COMMAND = ["/usr/local/sbin/aitestbed-node-health"]
 @dataclass
 class NodeHealth:
     node: str
-    state: str  # the container's: running, exited, missing, ...
+    state: str  # the node's, as its provider has it: running, exited, missing, ...
     ready: bool
     services: list[str]
 
@@ -47,56 +44,54 @@ class NodeStatus:
         return "ready" if self.health.ready else self.health.state
 
 
-def cluster_status(client: docker.DockerClient, state: ClusterState) -> list[NodeStatus]:
+def cluster_status(provider: Provider, state: ClusterState) -> list[NodeStatus]:
     """Every node of the cluster's inventory, in order, with its health and login port."""
     record = state.load()
     topology = load_inventory(record.profile, record.systems)
-    healths = {h.node: h for h in probe_all(client, state.name,
+    healths = {h.node: h for h in probe_all(provider, state.name,
                                              [n.name for n in topology.nodes])}
     return [NodeStatus(node.name, node.system, node.node_class, healths[node.name],
                        record.ports.get(node.name)) for node in topology.nodes]
 
 
-def probe(client: docker.DockerClient, cluster: str, node: str) -> NodeHealth:
+def probe(provider: Provider, cluster: str, node: str,
+          handle_status: str | None = None) -> NodeHealth:
+    """The node's health (`handle_status`: its status if the caller already knows it)."""
+    if handle_status is None:
+        handle = provider.nodes(cluster).get(node)
+        handle_status = handle.status if handle is not None else "missing"
+    if handle_status != "running":
+        return NodeHealth(node, handle_status, False, [])
     try:
-        container = client.containers.get(container_name(cluster, node))
-    except NotFound:
-        return NodeHealth(node, "missing", False, [])
-    if container.status != "running":
-        return NodeHealth(node, container.status, False, [])
-    try:
-        result = container.exec_run(HEALTH_COMMAND)
-    except APIError as err:  # stopped between the two calls
-        return NodeHealth(node, container.status, False, [str(err.explanation or err)])
-    lines = result.output.decode(errors="replace").splitlines()
-    return NodeHealth(node, "running", result.exit_code == 0, lines)
+        result = provider.exec(cluster, node, HEALTH_COMMAND)
+    except NodeGone as err:  # stopped between the two calls
+        return NodeHealth(node, handle_status, False, [str(err)])
+    return NodeHealth(node, "running", result.exit_code == 0, result.output.splitlines())
 
 
-def probe_all(client: docker.DockerClient, cluster: str, nodes: list[str]) -> list[NodeHealth]:
+def probe_all(provider: Provider, cluster: str, nodes: list[str]) -> list[NodeHealth]:
+    handles = provider.nodes(cluster)
+    status = {n: handles[n].status if n in handles else "missing" for n in nodes}
     with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(lambda n: probe(client, cluster, n), nodes))
+        return list(pool.map(lambda n: probe(provider, cluster, n, status[n]), nodes))
 
 
-def _last_log_line(client: docker.DockerClient, cluster: str, node: str) -> str:
-    try:
-        logs = client.containers.get(container_name(cluster, node)).logs(tail=5)
-    except (NotFound, APIError):
-        return ""
-    lines = [ln for ln in logs.decode(errors="replace").splitlines() if ln.strip()]
+def _last_log_line(provider: Provider, cluster: str, node: str) -> str:
+    lines = [ln for ln in provider.logs(cluster, node, tail=5).splitlines() if ln.strip()]
     return lines[-1] if lines else ""
 
 
-def wait_ready(client: docker.DockerClient, cluster: str, nodes: list[str],
+def wait_ready(provider: Provider, cluster: str, nodes: list[str],
                timeout: float = 120, interval: float = 0.3) -> float:
     """Block until every node is ready; return the seconds waited."""
     started = time.monotonic()
     pending = list(nodes)
     last: dict[str, NodeHealth] = {}
     while pending:
-        for health in probe_all(client, cluster, pending):
+        for health in probe_all(provider, cluster, pending):
             last[health.node] = health
             if health.state in ("exited", "dead", "missing", "restarting"):
-                why = _last_log_line(client, cluster, health.node) or health.state
+                why = _last_log_line(provider, cluster, health.node) or health.state
                 raise AitestbedError(f"node {health.node} is {health.state}: {why}")
         pending = [n for n in pending if not last[n].ready]
         if not pending:

@@ -22,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -84,6 +85,12 @@ class ClusterRecord:
     # Where the login nodes' ssh ports are published: 127.0.0.1, or the address a
     # workshop's instructor named (`classroom create --listen`).
     listen: str = "127.0.0.1"
+    # Where the nodes run (aitestbed.host.provider): kept for the cluster's life.
+    provider: str = "docker"
+
+
+def _docker_reach(cluster: str, node: str) -> dict:
+    return {"ansible_connection": "docker", "ansible_host": container_name(cluster, node)}
 
 
 class ClusterState:
@@ -141,8 +148,11 @@ class ClusterState:
         shutil.rmtree(self.root, ignore_errors=True)
 
     # secrets and rendered files -----------------------------------------
-    def prepare(self, topology: Topology, record: ClusterRecord) -> None:
-        """Generate what is missing (keys) and render what derives from the inventory."""
+    def prepare(self, topology: Topology, record: ClusterRecord,
+                reach: Callable[[str, str], dict] | None = None) -> None:
+        """Generate what is missing (keys) and render what derives from the inventory.
+        `reach(cluster, node)`: how Ansible reaches a node (its provider's
+        `ansible_vars`; by default Docker's connection to the node's container)."""
         for d in (self.common_dir, self.login_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Users on the nodes read accounts.json (myquota, exercises); every secret
@@ -165,7 +175,7 @@ class ClusterState:
         for node in topology.nodes:
             self._write(self.node_dir(node.name) / NODE_JSON, node_config(node).to_json())
             self._write(self.node_dir(node.name) / ACCESS_CONF, access[node.name])
-        self._render_inventory(topology, record)
+        self._render_inventory(topology, record, reach or _docker_reach)
         self._slurm(topology)
         self._pbs(topology)
 
@@ -276,15 +286,13 @@ class ClusterState:
         self._kubernetes(topology, resolved)
         return resolved
 
-    def _render_inventory(self, topology: Topology, record: ClusterRecord) -> None:
-        """The profile's inventory plus how Ansible reaches this cluster's containers."""
-        hosts = {
-            n.name: {"ansible_host": container_name(self.name, n.name)} for n in topology.nodes
-        }
+    def _render_inventory(self, topology: Topology, record: ClusterRecord,
+                          reach: Callable[[str, str], dict]) -> None:
+        """The profile's inventory plus how Ansible reaches this cluster's nodes."""
+        hosts = {n.name: reach(self.name, n.name) for n in topology.nodes}
         rendered = {
             "all": {
                 "vars": {
-                    "ansible_connection": "docker",
                     "ansible_python_interpreter": "/usr/bin/python3",
                     "aitestbed_cluster": self.name,
                     "aitestbed_state_dir": str(self.root),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-import shutil
 import subprocess
 import threading
 import time
@@ -21,15 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import docker
-from docker.errors import APIError, NotFound
-
-from aitestbed.host.engine import connect
+from aitestbed.host import provider as providers
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.health import probe
+from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.jobrun import plan, transfer
 from aitestbed.host.jobrun.plan import JobResult, NodeInfo, PlanError, RunReport, Target
-from aitestbed.host.naming import LABEL_CLASS, container_name
+from aitestbed.host.provider import NodeGone, Provider
 from aitestbed.host.state import ClusterState
 
 POLL = 0.5  # seconds between two looks at the jobs, once they have run a while
@@ -83,29 +80,18 @@ class Options:
 
 
 # the cluster ------------------------------------------------------------------------------
-def cluster_nodes(client: docker.DockerClient, state: ClusterState) -> list[NodeInfo]:
-    """The cluster's nodes from its containers' labels (and node.json for the Slurm
-    cluster): fast, no Ansible."""
-    found = []
-    for container in client.containers.list(all=True, filters={
-            "label": f"aitestbed.cluster={state.name}"}):
-        labels = container.labels
-        node = labels.get("aitestbed.node")
-        if not node:
-            continue
-        slurm_cluster = ""
-        try:
-            config = json.loads((state.node_dir(node) / "node.json").read_text())
-            slurm_cluster = config.get("slurm_cluster", "")
-        except (OSError, ValueError):
-            pass
-        found.append(NodeInfo(node, labels.get("aitestbed.system", ""),
-                              labels.get(LABEL_CLASS, ""), slurm_cluster,
-                              container.status == "running"))
-    return found
+def cluster_nodes(where: Provider, state: ClusterState) -> list[NodeInfo]:
+    """The cluster's nodes its provider has, as the inventory describes them: fast, no
+    Ansible."""
+    record = state.load()
+    topology = load_inventory(record.profile, record.systems)
+    handles = where.nodes(state.name)
+    return [NodeInfo(node.name, node.system, node.node_class, node.slurm_cluster or "",
+                     handles[node.name].running)
+            for node in topology.nodes if node.name in handles]
 
 
-def check_ready(client: docker.DockerClient, cluster: str, nodes: list[NodeInfo],
+def check_ready(where: Provider, cluster: str, nodes: list[NodeInfo],
                 target: Target) -> None:
     by_name = {n.name: n for n in nodes}
     names = [n for n in (target.host, target.controller) if n]
@@ -114,7 +100,7 @@ def check_ready(client: docker.DockerClient, cluster: str, nodes: list[NodeInfo]
             raise AitestbedError(f"cluster {cluster!r} is not running ({name} is stopped): "
                                  f"`aitestbed --name {cluster} up`")
     with ThreadPoolExecutor(len(names)) as pool:
-        healths = list(pool.map(lambda n: probe(client, cluster, n), names))
+        healths = list(pool.map(lambda n: probe(where, cluster, n), names))
     for name, health in zip(names, healths, strict=True):
         if not health.ready:
             raise AitestbedError(f"cluster {cluster!r} is not ready ({name}: "
@@ -136,42 +122,38 @@ def check_user(state: ClusterState, user: str, system: str) -> None:
 
 # one node, as a user ------------------------------------------------------------------------
 class Remote:
-    """Commands on one container: as root, as the user, or in the user's login shell."""
+    """Commands on one node: as root, as the user, or in the user's login shell."""
 
-    def __init__(self, client: docker.DockerClient, container: str, user: str):
-        self.client, self.container, self.user = client, container, user
-        self._handle = client.containers.get(container)
+    def __init__(self, where: Provider, cluster: str, node: str, user: str):
+        self.where, self.cluster, self.node, self.user = where, cluster, node, user
+
+    @property
+    def container(self) -> str:  # what messages call the node
+        return self.node
 
     def exec(self, argv: list[str], as_user: bool = True) -> tuple[int, bytes, bytes]:
         try:
-            result = self._handle.exec_run(argv, user=self.user if as_user else "",
-                                           demux=True)
-        except (APIError, NotFound) as err:
-            raise AitestbedError(f"{self.container} stopped: "
-                                 f"{getattr(err, 'explanation', None) or err}") from None
-        out, err = result.output
-        return result.exit_code, out or b"", err or b""
+            result = self.where.exec(self.cluster, self.node, argv,
+                                     user=self.user if as_user else None, separate=True)
+        except NodeGone as err:
+            raise AitestbedError(f"{self.node} stopped: {err}") from None
+        return result.exit_code, result.stdout, result.stderr
 
     def login_shell(self, command: str) -> tuple[int, str, str]:
         rc, out, err = self.exec(["runuser", "-l", self.user, "-c", command], as_user=False)
         return rc, out.decode(errors="replace"), err.decode(errors="replace")
 
-    @staticmethod
-    def _docker_cli() -> str:
-        docker_cli = shutil.which("docker")
-        if docker_cli is None:
-            raise AitestbedError("the docker command is missing: run `make engine`")
-        return docker_cli
-
     def stdin(self, argv: list[str], data: bytes, timeout: float = 600) -> tuple[int, str]:
-        result = subprocess.run([self._docker_cli(), "exec", "-i", "-u", self.user, self.container,
-                                 *argv], input=data, capture_output=True, timeout=timeout,
+        command = self.where.terminal_argv(self.cluster, self.node, argv, tty=False,
+                                           user=self.user)
+        result = subprocess.run(command, input=data, capture_output=True, timeout=timeout,
                                 check=False)
         return result.returncode, (result.stdout + result.stderr).decode(errors="replace")
 
     def popen(self, command: str) -> subprocess.Popen:
-        return subprocess.Popen([self._docker_cli(), "exec", "-i", self.container, "runuser", "-l",
-                                 self.user, "-c", command], stdin=subprocess.DEVNULL,
+        argv = self.where.terminal_argv(self.cluster, self.node,
+                                        ["runuser", "-l", self.user, "-c", command], tty=False)
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -228,8 +210,8 @@ def run(cluster: str, options: Options) -> RunReport:
         scripts = _check(state, options, user)
     except PlanError as err:
         raise AitestbedError(str(err)) from None
-    client = connect()
-    nodes = cluster_nodes(client, state)
+    where = providers.get(record.provider)
+    nodes = cluster_nodes(where, state)
     if not nodes:
         raise AitestbedError(f"cluster {cluster!r} has no containers: "
                              f"`aitestbed --name {cluster} up`")
@@ -237,12 +219,12 @@ def run(cluster: str, options: Options) -> RunReport:
         target = plan.target(options.system, nodes)
     except PlanError as err:
         raise AitestbedError(str(err)) from None
-    check_ready(client, cluster, nodes, target)
+    check_ready(where, cluster, nodes, target)
     files = transfer.select(options.directory, leave_out=options.output_dir)
     left_out = [s for s in scripts if s not in files]
     if left_out:
         raise AitestbedError(f"{', '.join(left_out)}: left out of the copy by .gitignore")
-    remote = Remote(client, container_name(cluster, target.host), user)
+    remote = Remote(where, cluster, target.host, user)
     run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     options.on_progress(f"copying {options.directory} ({len(files)} files) to "
                         f"{user}@{target.host}")

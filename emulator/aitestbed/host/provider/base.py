@@ -1,0 +1,114 @@
+"""What a provider must do to run a cluster's nodes (kind's pattern: one interface, one
+implementation per engine).
+
+Everything above it is the same for every provider: the inventory and topology, the
+state directory (records, secrets, the per-node and per-cluster files), readiness, the
+ssh config, the playbooks and the CLI. A provider only knows how to give the nodes a
+network, keep their volumes, create, start, stop and remove a node from its class
+image, run a command in a node, and say where a login node's ssh is reached.
+
+Node names are the inventory's (`gc-poplar-01`); how a provider names what it makes
+(a container `<cluster>-<node>`, a pod) is its own business.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from aitestbed.host.inventory import Node, Topology
+from aitestbed.host.state import ClusterRecord, ClusterState
+
+
+@dataclass(frozen=True)
+class NodeHandle:
+    """A node as the provider has it."""
+    node: str
+    status: str  # running, exited, created, restarting, dead, ...
+    image: str  # the image reference it was made from
+    listen: str | None = None  # the address its ssh is published on (None: not published)
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes  # empty unless asked for apart (then stdout holds both, in order)
+
+    @property
+    def output(self) -> str:
+        return (self.stdout + self.stderr).decode(errors="replace")
+
+
+class NodeGone(Exception):
+    """The node has no container or pod, or it stopped while a command ran."""
+
+
+class Provider(ABC):
+    """Where a cluster's nodes run."""
+
+    name: str
+
+    # the cluster's resources -----------------------------------------------------------
+    @abstractmethod
+    def ensure_images(self, node_classes: list[str]) -> dict[str, str]:
+        """class -> the image reference nodes of that class are made from (built or
+        checked here; an unusable image is an AitestbedError naming it)."""
+
+    @abstractmethod
+    def ensure_network(self, cluster: str, topology: Topology) -> list[str]:
+        """The cluster's internal network (and, for login nodes, the way in); warnings."""
+
+    @abstractmethod
+    def ensure_volume(self, cluster: str, volume: str, mount: str) -> None:
+        """A named volume of the cluster (kept by `down`, removed by `destroy`)."""
+
+    # nodes -----------------------------------------------------------------------------
+    @abstractmethod
+    def nodes(self, cluster: str) -> dict[str, NodeHandle]:
+        """Every node the provider has for this cluster, by node name."""
+
+    @abstractmethod
+    def create_node(self, state: ClusterState, record: ClusterRecord, node: Node,
+                    image: str) -> None:
+        """Make the node (not started) from `image`, with the state directory's files for
+        it, its volumes and the shared file systems."""
+
+    @abstractmethod
+    def start_node(self, state: ClusterState, record: ClusterRecord, node: Node) -> None:
+        """Start a made node (an AitestbedError that says why when it cannot)."""
+
+    @abstractmethod
+    def stop_nodes(self, cluster: str, nodes: list[str]) -> None:
+        """Stop these nodes, their volumes kept."""
+
+    @abstractmethod
+    def remove_nodes(self, cluster: str, nodes: list[str]) -> None:
+        """Remove these nodes (stopped first), their volumes kept."""
+
+    @abstractmethod
+    def exec(self, cluster: str, node: str, argv: list[str], user: str | None = None,
+             workdir: str | None = None, separate: bool = False) -> ExecResult:
+        """Run argv on the node (as root, or as `user`); NodeGone if it cannot. The output
+        is all in stdout, in the order written, unless `separate`."""
+
+    @abstractmethod
+    def logs(self, cluster: str, node: str, tail: int = 5) -> str:
+        """The last lines the node's init wrote ('' when there are none)."""
+
+    @abstractmethod
+    def terminal_argv(self, cluster: str, node: str, argv: list[str], tty: bool,
+                      user: str | None = None) -> list[str]:
+        """The command line that runs argv on the node attached to this terminal."""
+
+    @abstractmethod
+    def ansible_vars(self, cluster: str, node: str) -> dict:
+        """How Ansible reaches the node (its connection plugin and host)."""
+
+    @abstractmethod
+    def destroy(self, cluster: str) -> list[str]:
+        """Remove everything the provider made for the cluster; what was removed."""
