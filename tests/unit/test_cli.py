@@ -37,11 +37,17 @@ def test_bad_input_is_one_line_and_non_zero(args, message):
 
 
 def test_no_engine_reachable_says_what_to_do():
+    import os
+
     result = aitestbed("--name", "x", "up", "--profile", "mini",
                        env_extra={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert result.returncode == 1
     assert "no Docker engine is reachable" in result.stderr and "make engine" in result.stderr
     assert "Traceback" not in result.stderr
+    # Said before anything is made: no state, no file systems mounted for the cluster.
+    state = Path(os.environ["XDG_STATE_HOME"]) / "aitestbed" / "x"
+    assert not state.exists()
+    assert str(state) not in Path("/proc/self/mounts").read_text()
 
 
 def test_unknown_flag_uses_clicks_usage_error():

@@ -120,3 +120,17 @@ def test_users_on_the_nodes_may_read_the_accounts_but_not_the_secrets(isolated_s
     assert stat.S_IMODE((cluster.common_dir / "accounts.json").stat().st_mode) == 0o644
     assert stat.S_IMODE((cluster.common_dir / "munge.key").stat().st_mode) == 0o600
     assert stat.S_IMODE((cluster.common_dir / "users" / "alice").stat().st_mode) == 0o700
+
+
+def test_a_cluster_keeps_its_provider_and_another_is_refused(tmp_path, monkeypatch):
+    from aitestbed.host import lifecycle
+    from aitestbed.host.errors import AitestbedError
+    from aitestbed.host.state import ClusterRecord, ClusterState
+
+    state = ClusterState("prov")
+    state.save(ClusterRecord("prov", "mini", "", None, "alice", storage="volume"))
+    assert state.load().provider == "docker"  # a record from before providers
+    with pytest.raises(AitestbedError, match="runs on the docker provider: destroy it first"):
+        lifecycle.up("prov", None, None, "alice", provider="kubernetes")
+    with pytest.raises(AitestbedError, match="unknown provider 'nosuch'"):
+        lifecycle.up("fresh", "mini", None, "alice", provider="nosuch")

@@ -148,11 +148,14 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     state = ClusterState(name)
     fresh = not state.exists()  # no Slurm controller has any job yet
     record = _record(state, profile, systems, user)
+    if fresh and provider:
+        record.provider = provider
     if provider and provider != record.provider:
         raise AitestbedError(
             f"cluster {name!r} runs on the {record.provider} provider: destroy it first or "
             "choose another --name")
     where = providers.get(record.provider)
+    where.check()
     topology = load_inventory(record.profile, record.systems)
     record.inventory = str(topology.inventory_path)
     _assign_ports(state, topology, record)

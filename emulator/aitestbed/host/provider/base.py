@@ -53,6 +53,11 @@ class Provider(ABC):
 
     name: str
 
+    @abstractmethod
+    def check(self) -> None:
+        """An AitestbedError saying what to do when the provider cannot be reached (asked
+        before anything of a cluster is made)."""
+
     # the cluster's resources -----------------------------------------------------------
     @abstractmethod
     def ensure_images(self, node_classes: list[str]) -> dict[str, str]:

@@ -83,6 +83,9 @@ class DockerProvider(Provider):
             self._client = connect()
         return self._client
 
+    def check(self) -> None:
+        self.client  # noqa: B018 - connects, or says how to start an engine
+
     # the cluster's resources -----------------------------------------------------------
     def ensure_images(self, node_classes: list[str]) -> dict[str, str]:
         return images.ensure_class_images(self.client, node_classes)
