@@ -10,7 +10,8 @@ NAME ?= $(or $(AITESTBED_CLUSTER),aitestbed)
 AITESTBED := $(BIN)/aitestbed --name $(NAME)
 
 .PHONY: help venv engine images cluster-up cluster-down cluster-destroy status test \
-        test-unit test-cluster lint bench lock clean rehearse
+        test-unit test-cluster lint bench lock clean rehearse kube-test-cluster \
+        kube-test-cluster-down
 
 help:
 	@echo "make cluster-up [PROFILE=alcf|mini|alcf-2026|alcf-2026-mini] [SYSTEMS=graphcore,sambanova] [NAME=aitestbed]"
@@ -51,6 +52,17 @@ cluster-destroy: venv
 
 status: venv
 	$(AITESTBED) status
+
+# A real two-worker Kubernetes on this machine for the Kubernetes provider's tests
+# (docs/kube-test-cluster.md); KUBE_TEST_CLUSTER=name runs another one beside it.
+KUBE_TEST_CLUSTER_CLI = $(BIN)/python scripts/kube-test-cluster/kube_test_cluster.py \
+	$(if $(KUBE_TEST_CLUSTER),--name $(KUBE_TEST_CLUSTER))
+
+kube-test-cluster: venv engine
+	$(KUBE_TEST_CLUSTER_CLI) up
+
+kube-test-cluster-down: venv
+	$(KUBE_TEST_CLUSTER_CLI) down
 
 # The unit tests first, fast and without containers: a failure there stops before a
 # cluster is brought up. (The MNIST archive a few of them use is fetched into
