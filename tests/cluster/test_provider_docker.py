@@ -4,7 +4,6 @@ health, the checks, `shell` and `run` ask of it, on the session's cluster."""
 import subprocess
 
 import pytest
-
 from aitestbed.host import provider as providers
 from aitestbed.host.provider import NodeGone
 
