@@ -1,28 +1,39 @@
 #!/usr/bin/env bash
-# kube-apiserver and kubectl for the Cerebras appliance's control plane.
+# Kubernetes binaries built from the k8s.io/kubernetes Go module: kube-apiserver and
+# kubectl for the Cerebras appliance's control plane (the default), and the node
+# binaries for the Kubernetes test cluster (scripts/kube-test-cluster/).
 #
-# No registry reachable here ships them, so they are built from the
-# k8s.io/kubernetes Go module (the module proxy serves it) and cached per
-# version, outside any clone: the first build takes a while on 2 cores, later
-# ones are a copy. Usage: build-kube-binaries.sh VERSION OUTDIR
+# No registry reachable here ships them, so they are built from the module (the
+# module proxy serves it) and cached per version, outside any clone: the first build
+# takes a while on 2 cores, later ones are a copy. Every command is built with the
+# same go.mod, tags and ldflags, so Go's build cache is shared between them.
+# Usage: build-kube-binaries.sh VERSION OUTDIR [COMMAND...]
+#        (COMMAND: kube-apiserver kubectl kubelet kube-proxy kube-controller-manager
+#         kube-scheduler ...; default kube-apiserver kubectl)
 set -euo pipefail
 
-version=${1:?usage: build-kube-binaries.sh VERSION OUTDIR}
-outdir=${2:?usage: build-kube-binaries.sh VERSION OUTDIR}
+usage="usage: build-kube-binaries.sh VERSION OUTDIR [COMMAND...]"
+version=${1:?$usage}
+outdir=${2:?$usage}
+shift 2
+commands=("$@")
+((${#commands[@]})) || commands=(kube-apiserver kubectl)
 cache=${AITESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aitestbed}/kubernetes/$version
 
 say() { echo "aitestbed: $*" >&2; }
 
-if [[ ! -x $cache/kube-apiserver || ! -x $cache/kubectl ]]; then
-    command -v go >/dev/null || { say "Go 1.23 or newer is needed to build kube-apiserver $version (see go.dev/dl)"; exit 1; }
+missing=()
+for cmd in "${commands[@]}"; do [[ -x $cache/$cmd ]] || missing+=("$cmd"); done
+if ((${#missing[@]})); then
+    command -v go >/dev/null || { say "Go 1.23 or newer is needed to build ${missing[*]} $version (see go.dev/dl)"; exit 1; }
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     minor=${version#v1.}; minor=${minor%%.*}
     staging_version=v0.${version#v1.}
-    say "building kube-apiserver and kubectl $version from the k8s.io/kubernetes Go module"
+    say "building ${missing[*]} $version from the k8s.io/kubernetes Go module"
     say "  (once per version: minutes with warm Go caches, much longer without; then cached in $cache)"
     cd "$work"
-    cat > go.mod <<EOF
+    cat > go.mod <<EOF2
 module aitestbed.local/kube
 
 go 1.23
@@ -30,25 +41,24 @@ go 1.23
 godebug default=go1.23
 
 require k8s.io/kubernetes $version
-EOF
+EOF2
     # Every staging module k8s.io/kubernetes replaces with ./staging/src must be
     # replaced by its published tag, or Go looks for k8s.io/<name>@v0.0.0.
     GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$version" > kubernetes.json
     gomod=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["GoMod"])' kubernetes.json)
     grep -oE 'k8s\.io/[a-z0-9-]+ => \./staging/src/' "$gomod" | awk '{print $1}' | sort -u |
         while read -r module; do
-            echo "replace $module => $module $staging_version" >> go.mod
+            if [[ $module == k8s.io/endpointslice && $version == v1.32.* ]]; then
+                # The proxy refuses k8s.io/endpointslice@v0.32.13 (403 "not available");
+                # kube-controller-manager imports it, and v0.32.12 is the same code.
+                echo "replace $module => $module v0.32.12" >> go.mod
+            else
+                echo "replace $module => $module $staging_version" >> go.mod
+            fi
         done
-    cat > tools.go <<'EOF'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-EOF
+    { echo '//go:build tools'; echo; echo 'package tools'; echo; echo 'import ('
+      for cmd in "${missing[@]}"; do echo "	_ \"k8s.io/kubernetes/cmd/$cmd\""; done
+      echo ')'; } > tools.go
     GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
     GOFLAGS=-mod=mod go get "k8s.io/kubernetes@$version" >/dev/null
     # Newer protobuf lets the linker drop unused code (a ~17 MB smaller binary).
@@ -56,15 +66,15 @@ EOF
     pkg=k8s.io/component-base/version
     ldflags="-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=2026-01-01T00:00:00Z"
-    mkdir -p "$work/bin"
-    for cmd in kube-apiserver kubectl; do
+    mkdir -p "$work/bin" "$cache"
+    for cmd in "${missing[@]}"; do
         say "  go build $cmd"
+        start=$SECONDS
         CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags selinux,notest \
             -ldflags "$ldflags" -o "$work/bin/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+        install -m 0755 "$work/bin/$cmd" "$cache/"
+        say "  built $cmd in $((SECONDS - start)) s"
     done
-    mkdir -p "$cache"
-    install -m 0755 "$work/bin/kube-apiserver" "$work/bin/kubectl" "$cache/"
-    say "built kube-apiserver and kubectl $version"
 fi
 mkdir -p "$outdir"
-install -m 0755 "$cache/kube-apiserver" "$cache/kubectl" "$outdir/"
+for cmd in "${commands[@]}"; do install -m 0755 "$cache/$cmd" "$outdir/"; done
