@@ -59,9 +59,9 @@ def test_prepare_writes_each_nodes_record_and_the_node_reads_it(isolated_state):
 
 
 def test_the_containers_mount_the_state_where_the_nodes_read_it():
-    from aitestbed.host import lifecycle
-    assert lifecycle.NODE_DIR == config.NODE_DIR
-    assert lifecycle.CLUSTER_DIR == config.CLUSTER_DIR
+    from aitestbed.host.provider import docker
+    assert docker.NODE_DIR == config.NODE_DIR
+    assert docker.CLUSTER_DIR == config.CLUSTER_DIR
     assert config.ACCOUNTS.parent == config.CLUSTER_DIR
 
 

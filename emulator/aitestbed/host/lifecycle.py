@@ -23,11 +23,10 @@ from aitestbed.host.inventory import PROFILE_ALIASES, Node, Topology
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.naming import node_volume_name, volume_name
 from aitestbed.host.provider import NodeGone, NodeHandle, Provider
-from aitestbed.host.provider.docker import on_image as _on_image
 from aitestbed.host.state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
-from aitestbed.node.config import CLUSTER_DIR, NODE_DIR  # noqa: F401 - one place for both
 
 PARALLEL = 4
+_on_image = storage.on_image
 
 
 def provider_of(state: ClusterState) -> Provider:

@@ -98,6 +98,12 @@ def topology_mounts(topology) -> list[str]:
     return sorted({m for node in topology.nodes for m in node.mounts})
 
 
+def on_image(record, mount: str) -> bool:
+    """Is this shared mount one of the cluster's own file systems (record.storage
+    "image"), not a volume?"""
+    return record.storage == "image" and mount in IMAGE_MOUNTS
+
+
 def image_mounts(mounts: Iterable[str]) -> list[str]:
     """The shared trees that get an image of their own (the others stay volumes)."""
     present = set(mounts)

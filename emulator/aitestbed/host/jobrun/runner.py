@@ -100,7 +100,8 @@ def check_ready(where: Provider, cluster: str, nodes: list[NodeInfo],
             raise AitestbedError(f"cluster {cluster!r} is not running ({name} is stopped): "
                                  f"`aitestbed --name {cluster} up`")
     with ThreadPoolExecutor(len(names)) as pool:
-        healths = list(pool.map(lambda n: probe(where, cluster, n), names))
+        # Both are running (just seen): only their health is asked.
+        healths = list(pool.map(lambda n: probe(where, cluster, n, "running"), names))
     for name, health in zip(names, healths, strict=True):
         if not health.ready:
             raise AitestbedError(f"cluster {cluster!r} is not ready ({name}: "

@@ -66,11 +66,6 @@ def shm_bytes(meminfo: Path = Path("/proc/meminfo")) -> int:
     return 1 << 30
 
 
-def on_image(record: ClusterRecord, mount: str) -> bool:
-    """Is this shared mount one of the cluster's own file systems (not a volume)?"""
-    return record.storage == "image" and mount in storage.IMAGE_MOUNTS
-
-
 class DockerProvider(Provider):
     name = "docker"
 
@@ -162,7 +157,7 @@ class DockerProvider(Provider):
         }
         mounts = []
         for mount in node.mounts:
-            if on_image(record, mount):
+            if storage.on_image(record, mount):
                 # The Mounts API: a missing source (the image not mounted) is an error at
                 # start, where a legacy bind would make an empty directory on the host.
                 mounts.append(docker.types.Mount(
