@@ -21,6 +21,7 @@ from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.jobrun import report as jobrun_report
 from aitestbed.host.naming import check_cluster_name
 from aitestbed.host.playbook import copies_host_artifacts, run_playbook
+from aitestbed.host.provider import PROVIDERS
 from aitestbed.host.state import ClusterState, practice_user_name
 
 DEFAULT_CLUSTER = "aitestbed"
@@ -28,6 +29,11 @@ DEFAULT_CLUSTER = "aitestbed"
 
 def _state(ctx: click.Context) -> ClusterState:
     return ClusterState(ctx.obj["name"])
+
+
+def _provider_of(name: str) -> str | None:
+    state = ClusterState(name)
+    return state.load().provider if state.exists() else None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,14 +65,38 @@ def cli(ctx: click.Context, name: str) -> None:
               help="Replace the containers of nodes running an image older than this "
                    "checkout's. Keeps /home, /projects, /software, queued jobs and WSJobs; "
                    "what ran and the nodes' own logs start over.")
+@click.option("--provider", type=click.Choice(PROVIDERS), default=None,
+              envvar="AITESTBED_PROVIDER",
+              help="Where the nodes run: docker (containers on this host, the default) or "
+                   "kubernetes (pods on a cluster; docs/kubernetes.md). Kept for the "
+                   "cluster's life.")
+@click.option("--context", "kube_context", default=None, metavar="CONTEXT",
+              help="kubernetes: the kubeconfig context (default: the current one).")
+@click.option("--namespace", default=None, metavar="NAMESPACE",
+              help="kubernetes: the namespace (default aitestbed; one testbed each).")
+@click.option("--registry", default=None, metavar="HOST:PORT/PREFIX",
+              help="kubernetes: the registry the node images are pushed to and pulled from.")
+@click.option("--storage-class", default=None, metavar="CLASS",
+              help="kubernetes: a ReadWriteMany storage class (default: the cluster's).")
+@click.option("--ssh-address", default=None, metavar="ADDRESS",
+              help="kubernetes: where the login nodes' NodePorts are reached (default: the "
+                   "address of the machine the first login node runs on).")
 @click.pass_context
 def up(ctx: click.Context, profile: str | None, systems: str | None, wait: bool,
-       timeout: float, recreate: bool) -> None:
+       timeout: float, recreate: bool, provider: str | None, kube_context: str | None,
+       namespace: str | None, registry: str | None, storage_class: str | None,
+       ssh_address: str | None) -> None:
     """Create or start the cluster (idempotent; keeps /home and /projects)."""
     started = time.monotonic()
     name = ctx.obj["name"]
+    kube = {"context": kube_context, "namespace": namespace, "registry": registry,
+            "storage_class": storage_class, "ssh_address": ssh_address}
+    if any(kube.values()) and (provider or _provider_of(name)) != "kubernetes":
+        given = [f"--{k.replace('_', '-')}" for k, v in kube.items() if v]
+        raise click.UsageError(f"{', '.join(given)}: only with --provider kubernetes")
     result = lifecycle.up(name, profile, parse_systems(systems), practice_user_name(),
-                          wait=wait, timeout=timeout, recreate=recreate)
+                          wait=wait, timeout=timeout, recreate=recreate, provider=provider,
+                          provider_options=kube if any(kube.values()) else None)
     topology = result.topology
     for note in result.notes:
         click.echo(f"aitestbed: {note}", err=True)
@@ -302,6 +332,9 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     result = run_playbook(playbook, [profile, state.inventory_path],
                           limit=",".join([*(n.name for n in topology.nodes), "localhost"]),
                           args=list(args))
+    # What the playbook wrote in the state directory reaches nodes the provider does not
+    # bind it into (their copy is what a node restarted elsewhere starts from).
+    lifecycle.provider_of(state).sync_files(state)
     sys.exit(result.returncode)
 
 

@@ -274,6 +274,8 @@ def worker_files(pki: PKI, node: str, index: int, cp_ip: str, registry_ip: str,
         "resolvConf": "/etc/kubernetes/resolv.conf",
         # kind's settings: no image garbage collection, no eviction on a full disk.
         "imageGCHighThresholdPercent": 100,
+        # Pull a pod's images side by side: a testbed's first `up` pulls several at once.
+        "serializeImagePulls": False,
         "evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%",
                          "imagefs.available": "0%"},
     }

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +116,57 @@ def cluster():
             c.log_out(host)
         if not existing:
             c.cli("destroy", check=False)
+
+
+KUBE_TEST_SCRIPT = Path(__file__).resolve().parents[2] / \
+    "scripts/kube-test-cluster/kube_test_cluster.py"
+
+
+class Kube:
+    """A Kubernetes test cluster (make kube-test-cluster) and a namespace on it."""
+
+    def __init__(self, name: str, info: dict, namespace: str, ours: bool = False):
+        self.name, self.info, self.ns, self.ours = name, info, namespace, ours
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True,
+                timeout: float = 120) -> str:
+        result = subprocess.run([self.info["kubectl"], "--kubeconfig", self.info["kubeconfig"],
+                                 *args], input=stdin, capture_output=True, text=True,
+                                timeout=timeout)
+        if check and result.returncode:
+            raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
+        return result.stdout
+
+    def sh(self, pod: str, script: str) -> str:
+        return self.kubectl("-n", self.ns, "exec", pod, "--", "bash", "-c", script)
+
+
+def kube_test_script(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(KUBE_TEST_SCRIPT), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def kube_test_cluster():
+    """The session's Kubernetes test cluster, shared by the modules that need one:
+    uniquely named and removed at the end, or AITESTBED_TEST_KUBE_CLUSTER's (left running)."""
+    existing = os.environ.get("AITESTBED_TEST_KUBE_CLUSTER")
+    name = existing or f"ktc-{uuid.uuid4().hex[:6]}"
+    cache = Path(os.environ.get("AITESTBED_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "aitestbed"),
+        "kubernetes", "v1.32.13")
+    if not existing and not (cache / "kubelet").is_file() and not shutil.which("go"):
+        pytest.skip("no cached Kubernetes binaries and no Go to build them")
+    try:
+        if not existing:
+            # Binaries and images are cached: about half a minute (the first time, ~15 min).
+            up = kube_test_script("--name", name, "up", timeout=3600)
+            assert up.returncode == 0, up.stderr
+        info = json.loads(kube_test_script("--name", name, "info", "--json", timeout=60).stdout)
+        yield Kube(name, info, "default", ours=not existing)
+    finally:
+        if not existing:
+            kube_test_script("--name", name, "down", timeout=300)
 
 
 @pytest.fixture(params=NODES)

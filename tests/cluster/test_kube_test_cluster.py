@@ -4,8 +4,8 @@ registry, pod to pod across workers, cluster DNS (a headless Service's names, a 
 NXDOMAIN for an absent name) and a ReadWriteMany claim written on one worker and
 read on the other.
 
-Brings up a uniquely named cluster of its own and removes it at the end; with
-AITESTBED_TEST_KUBE_CLUSTER=<name> it uses that running one instead (left running).
+The session's test cluster (conftest's kube_test_cluster: uniquely named, removed at
+the end; AITESTBED_TEST_KUBE_CLUSTER=<name> uses that running one instead).
 """
 
 from __future__ import annotations
@@ -13,18 +13,16 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import docker
 import pytest
 
+from .conftest import Kube
+
 pytestmark = pytest.mark.cluster
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts/kube-test-cluster/kube_test_cluster.py"
 BASE_IMAGE = os.environ.get("AITESTBED_BASE_IMAGE", "aitestbed/base:bookworm")
 # A small image with a shell, glibc's resolver (getent) and busybox (httpd, wget).
 PROBE_DOCKERFILE = f"""FROM {BASE_IMAGE}
@@ -33,48 +31,16 @@ RUN apt-get update && apt-get install -y --no-install-recommends busybox \\
 """
 
 
-class Kube:
-    def __init__(self, name: str, info: dict, namespace: str):
-        self.name, self.info, self.ns = name, info, namespace
-
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True,
-                timeout: float = 120) -> str:
-        result = subprocess.run([self.info["kubectl"], "--kubeconfig", self.info["kubeconfig"],
-                                 *args], input=stdin, capture_output=True, text=True,
-                                timeout=timeout)
-        if check and result.returncode:
-            raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
-        return result.stdout
-
-    def sh(self, pod: str, script: str) -> str:
-        return self.kubectl("-n", self.ns, "exec", pod, "--", "bash", "-c", script)
-
-
-def _script(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
 @pytest.fixture(scope="module")
-def kube():
-    existing = os.environ.get("AITESTBED_TEST_KUBE_CLUSTER")
-    name = existing or f"ktc-{uuid.uuid4().hex[:6]}"
-    cache = Path(os.environ.get("AITESTBED_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "aitestbed"),
-        "kubernetes", "v1.32.13")
-    if not existing and not (cache / "kubelet").is_file() and not shutil.which("go"):
-        pytest.skip("no cached Kubernetes binaries and no Go to build them")
-    try:
-        if not existing:
-            # Binaries and images are cached: about a minute (the first time ever, ~15 min).
-            up = _script("--name", name, "up", timeout=3600)
-            assert up.returncode == 0, up.stderr
-        info = json.loads(_script("--name", name, "info", "--json", timeout=60).stdout)
-        # Our own cluster: the namespace the CoreDNS rewrite of <host>.alcf.anl.gov points at.
-        yield Kube(name, info, "aitestbed" if not existing else f"ktc-{uuid.uuid4().hex[:6]}")
-    finally:
-        if not existing:
-            _script("--name", name, "down", timeout=300)
+def kube(kube_test_cluster):
+    """The session's test cluster; the probes in a namespace of their own, removed at the
+    end (the Kubernetes provider's tests use the cluster next). On the cluster we made,
+    it is `aitestbed`, where the CoreDNS rewrite of <host>.alcf.anl.gov points."""
+    kube = Kube(kube_test_cluster.name, kube_test_cluster.info,
+                "aitestbed" if kube_test_cluster.ours else f"ktc-{uuid.uuid4().hex[:6]}")
+    yield kube
+    kube.kubectl("delete", "namespace", kube.ns, "--ignore-not-found", "--timeout=120s",
+                 check=False, timeout=150)
 
 
 @pytest.fixture(scope="module")
@@ -136,10 +102,8 @@ def probes(kube, probe_image):
     kube.kubectl("-n", kube.ns, "wait", "--for=condition=Ready", "pod", "-l", "app=probe",
                  "--timeout=180s", timeout=200)
     pods = json.loads(kube.kubectl("-n", kube.ns, "get", "pods", "-l", "app=probe", "-o", "json"))
-    yield {p["spec"]["hostname"]: (p["metadata"]["name"], p["status"]["podIP"], p)
-           for p in pods["items"]}
-    if os.environ.get("AITESTBED_TEST_KUBE_CLUSTER"):
-        kube.kubectl("delete", "namespace", kube.ns, "--wait=false", check=False)
+    return {p["spec"]["hostname"]: (p["metadata"]["name"], p["status"]["podIP"], p)
+            for p in pods["items"]}
 
 
 def test_both_workers_are_ready(kube):

@@ -24,6 +24,7 @@ from aitestbed.classroom import roster
 from aitestbed.classroom.roster import ClassroomError, Room
 from aitestbed.exercises import catalog
 from aitestbed.exercises.probe import NodeProbe, Probe
+from aitestbed.host import provider as providers
 from aitestbed.host.inventory import Topology, ansible_source
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.playbook import run_playbook
@@ -61,6 +62,8 @@ def run_account_playbook(state: ClusterState, playbook: str, names: list[str],
         result = run_playbook(playbook, [profile, state.inventory_path], extra_vars=extra,
                               limit=",".join([*(n.name for n in topology.nodes), "localhost"]),
                               log=log)
+    # The accounts' files in the state directory, on nodes that do not bind it.
+    providers.for_cluster(state.name).sync_files(state)
     if result.returncode:
         raise ClassroomError(f"{what or playbook} failed: {_failure(log)} (the whole log: {log})")
 

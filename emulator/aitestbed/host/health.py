@@ -55,11 +55,15 @@ def cluster_status(provider: Provider, state: ClusterState) -> list[NodeStatus]:
 
 
 def probe(provider: Provider, cluster: str, node: str,
-          handle_status: str | None = None) -> NodeHealth:
-    """The node's health (`handle_status`: its status if the caller already knows it)."""
+          handle_status: str | None = None, problem: str | None = None) -> NodeHealth:
+    """The node's health (`handle_status`, `problem`: its handle's, if the caller already
+    has it)."""
     if handle_status is None:
         handle = provider.nodes(cluster).get(node)
         handle_status = handle.status if handle is not None else "missing"
+        problem = handle.problem if handle is not None else None
+    if problem:
+        return NodeHealth(node, handle_status, False, [problem])
     if handle_status != "running":
         return NodeHealth(node, handle_status, False, [])
     try:
@@ -72,8 +76,10 @@ def probe(provider: Provider, cluster: str, node: str,
 def probe_all(provider: Provider, cluster: str, nodes: list[str]) -> list[NodeHealth]:
     handles = provider.nodes(cluster)
     status = {n: handles[n].status if n in handles else "missing" for n in nodes}
+    problems = {n: handles[n].problem if n in handles else None for n in nodes}
     with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(lambda n: probe(provider, cluster, n, status[n]), nodes))
+        return list(pool.map(lambda n: probe(provider, cluster, n, status[n], problems[n]),
+                             nodes))
 
 
 def _last_log_line(provider: Provider, cluster: str, node: str) -> str:
@@ -81,15 +87,28 @@ def _last_log_line(provider: Provider, cluster: str, node: str) -> str:
     return lines[-1] if lines else ""
 
 
+PROBLEM_LASTS = 15.0  # seconds a provider's problem (Unschedulable, ErrImagePull) may last
+
+
 def wait_ready(provider: Provider, cluster: str, nodes: list[str],
                timeout: float = 120, interval: float = 0.3) -> float:
-    """Block until every node is ready; return the seconds waited."""
+    """Block until every node is ready; return the seconds waited. A node its provider
+    says cannot start (no machine takes it, its image cannot be pulled) stops the wait
+    once that has lasted PROBLEM_LASTS (it may pass: a volume still being bound)."""
     started = time.monotonic()
     pending = list(nodes)
     last: dict[str, NodeHealth] = {}
+    troubled: dict[str, float] = {}
     while pending:
         for health in probe_all(provider, cluster, pending):
             last[health.node] = health
+            if health.state == "pending" and health.services:
+                since = troubled.setdefault(health.node, time.monotonic())
+                if time.monotonic() - since >= PROBLEM_LASTS:
+                    raise AitestbedError(f"node {health.node} cannot start: "
+                                         f"{health.services[0]}")
+            else:
+                troubled.pop(health.node, None)
             if health.state in ("exited", "dead", "missing", "restarting"):
                 why = _last_log_line(provider, cluster, health.node) or health.state
                 raise AitestbedError(f"node {health.node} is {health.state}: {why}")

@@ -137,7 +137,7 @@ def _report_down(provider: Provider, cluster: str, topology: Topology,
 
 def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
        wait: bool = True, timeout: float = 180, recreate: bool = False,
-       provider: str | None = None) -> UpResult:
+       provider: str | None = None, provider_options: dict | None = None) -> UpResult:
     """Create or start the cluster.
 
     Nodes are kept across `up` (that is what keeps node-local state); a node whose
@@ -147,19 +147,36 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     state = ClusterState(name)
     fresh = not state.exists()  # no Slurm controller has any job yet
     record = _record(state, profile, systems, user)
+    options = {k: v for k, v in (provider_options or {}).items() if v is not None}
     if fresh and provider:
         record.provider = provider
+        record.provider_options = options
     if provider and provider != record.provider:
         raise AitestbedError(
             f"cluster {name!r} runs on the {record.provider} provider: destroy it first or "
             "choose another --name")
-    where = providers.get(record.provider)
+    changed = {k for k, v in options.items() if record.provider_options.get(k) != v}
+    if changed:
+        raise AitestbedError(
+            f"cluster {name!r} was made with other provider options "
+            f"({', '.join(f'{k}={record.provider_options.get(k)}' for k in sorted(changed))}): "
+            "destroy it first or choose another --name")
+    where = providers.get(record.provider, **record.provider_options)
     where.check()
     topology = load_inventory(record.profile, record.systems)
     record.inventory = str(topology.inventory_path)
-    _assign_ports(state, topology, record)
+    if where.local_ports:
+        _assign_ports(state, topology, record)
     state.save(record)
-    warnings, notes = shared_storage(state, record, topology)
+    if where.host_storage:
+        warnings, notes = shared_storage(state, record, topology)
+    else:
+        record.storage, record.storage_note = "volume", (
+            f"on the {record.provider} provider they are volumes of its storage class")
+        state.save(record)
+        warnings = [NOT_ENFORCED + record.storage_note] if storage.image_mounts(
+            storage.topology_mounts(topology)) else []
+        notes = []
     state.prepare(topology, record, reach=where.ansible_vars)
     if record.storage == "image":
         warnings += storage.apply_accounts(
@@ -196,7 +213,8 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
         where.remove_nodes(name, rebound)
         for node in rebound:
             existing.pop(node)
-    _check_ports(topology, record, existing)
+    if where.local_ports:
+        _check_ports(topology, record, existing)
     started = time.monotonic()
     starting = {n.name for n in topology.nodes
                 if existing.get(n.name) is None or not existing[n.name].running}
@@ -224,6 +242,13 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
             if warning := mark_down(where, name, controller, nodes):
                 warnings.append(warning)
         start([n for n in topology.nodes if n.name in later])
+    # Nodes left running see the state directory as it is now.
+    where.sync_files(state, sorted(set(existing) - starting))
+    if not where.local_ports and (endpoints := where.ssh_endpoints(name, topology)):
+        if (record.listen, record.ports) != (endpoints[0], endpoints[1]):
+            record.listen, record.ports = endpoints[0], dict(endpoints[1])
+            state.save(record)
+            state.prepare(topology, record, reach=where.ansible_vars)  # the host's known_hosts
     if wait:
         wait_ready(where, name, [n.name for n in topology.nodes],
                    timeout=max(1.0, timeout - (time.monotonic() - started)))
@@ -254,9 +279,13 @@ def publish(name: str, address: str, timeout: float = 180) -> list[str]:
     systems kept; what runs on it and its own logs start over. The nodes made again."""
     state = ClusterState(name)
     record = state.load()
+    where = provider_of(state)
+    if not where.local_ports:
+        raise AitestbedError(
+            f"cluster {name!r} runs on the {record.provider} provider: its login nodes are "
+            "reached through their Services (docs/kubernetes.md), not a host address")
     record.listen = address
     state.save(record)
-    where = providers.get(record.provider)
     topology = load_inventory(record.profile, record.systems)
     existing = where.nodes(name)
     nodes = [n for n in topology.nodes if n.name in record.ports and n.name in existing
@@ -335,7 +364,7 @@ def down(name: str) -> int:
     now, not a minute after the next `up`; queued jobs stay queued."""
     state = ClusterState(name)
     record = state.load()
-    where = providers.get(record.provider)
+    where = provider_of(state)
     running = {n for n, h in where.nodes(name).items() if h.status != "exited"}
     marked = state.root / MARKED_DOWN
     reported = set(json.loads(marked.read_text())) if marked.is_file() else set()

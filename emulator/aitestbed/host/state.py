@@ -87,6 +87,8 @@ class ClusterRecord:
     listen: str = "127.0.0.1"
     # Where the nodes run (aitestbed.host.provider): kept for the cluster's life.
     provider: str = "docker"
+    # Its options (the Kubernetes provider's context, namespace, registry, storage class).
+    provider_options: dict = field(default_factory=dict)
 
 
 def _docker_reach(cluster: str, node: str) -> dict:

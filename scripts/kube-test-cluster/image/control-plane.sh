@@ -37,7 +37,9 @@ done
 
 # The in-tree hostPath provisioner (--enable-hostpath-provisioner) makes each volume
 # a directory under /tmp/hostpath_pv: one Docker volume mounted there here and on
-# both workers, so the volumes are ReadWriteMany across workers.
+# both workers, so the volumes are ReadWriteMany across workers. A worker that stops
+# answering is declared lost after 20 s (the default is 40 s), so the provider's
+# worker-loss test sees nodes come back within its 90 s.
 kube-controller-manager --kubeconfig=/etc/kubernetes/controller-manager.kubeconfig \
     --authentication-kubeconfig=/etc/kubernetes/controller-manager.kubeconfig \
     --authorization-kubeconfig=/etc/kubernetes/controller-manager.kubeconfig \
@@ -46,7 +48,8 @@ kube-controller-manager --kubeconfig=/etc/kubernetes/controller-manager.kubeconf
     --cluster-signing-cert-file=$pki/ca.crt --cluster-signing-key-file=$pki/ca.key \
     --use-service-account-credentials=true --cluster-cidr="$CLUSTER_CIDR" \
     --service-cluster-ip-range="$SERVICE_CIDR" \
-    --enable-hostpath-provisioner=true >"$logs/kube-controller-manager.log" 2>&1 &
+    --enable-hostpath-provisioner=true \
+    --node-monitor-grace-period=20s >"$logs/kube-controller-manager.log" 2>&1 &
 
 kube-scheduler --kubeconfig=/etc/kubernetes/scheduler.kubeconfig \
     --authentication-kubeconfig=/etc/kubernetes/scheduler.kubeconfig \

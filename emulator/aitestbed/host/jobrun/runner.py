@@ -211,7 +211,7 @@ def run(cluster: str, options: Options) -> RunReport:
         scripts = _check(state, options, user)
     except PlanError as err:
         raise AitestbedError(str(err)) from None
-    where = providers.get(record.provider)
+    where = providers.get(record.provider, **record.provider_options)
     nodes = cluster_nodes(where, state)
     if not nodes:
         raise AitestbedError(f"cluster {cluster!r} has no containers: "

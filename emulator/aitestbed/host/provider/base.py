@@ -27,6 +27,9 @@ class NodeHandle:
     status: str  # running, exited, created, restarting, dead, ...
     image: str  # the image reference it was made from
     listen: str | None = None  # the address its ssh is published on (None: not published)
+    # Why it cannot start, when its provider knows (an image the cluster cannot pull, no
+    # machine with the CPU or memory it asks for); `wait` stops on it once it lasts.
+    problem: str | None = None
 
     @property
     def running(self) -> bool:
@@ -52,6 +55,11 @@ class Provider(ABC):
     """Where a cluster's nodes run."""
 
     name: str
+    # Login nodes' ssh ports are this host's (lifecycle picks them, Docker publishes them);
+    # else the provider says where they are (`ssh_endpoints`).
+    local_ports: bool = True
+    # /home and /projects may be file systems of this host (host/storage) bound into nodes.
+    host_storage: bool = True
 
     @abstractmethod
     def check(self) -> None:
@@ -113,6 +121,16 @@ class Provider(ABC):
     @abstractmethod
     def ansible_vars(self, cluster: str, node: str) -> dict:
         """How Ansible reaches the node (its connection plugin and host)."""
+
+    def sync_files(self, state: ClusterState, nodes: list[str] | None = None) -> None:
+        """Bring the nodes' copy of the state directory's files up to date (after the
+        state directory changed while they run); nothing to do where they are bound."""
+        return None
+
+    def ssh_endpoints(self, cluster: str, topology: Topology
+                      ) -> tuple[str, dict[str, int]] | None:
+        """(address, {login node: port}) where the provider, not this host, chose them."""
+        return None
 
     @abstractmethod
     def destroy(self, cluster: str) -> list[str]:

@@ -1,0 +1,167 @@
+"""The Kubernetes provider's decisions, with no cluster: names, the init container's
+script (run here with sh on real directories), the state files' tar, node status from
+pod status, and the one-line errors for a missing context or an unreachable API."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import tarfile
+from types import SimpleNamespace as NS
+
+import pytest
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import Node
+from aitestbed.host.provider import get
+from aitestbed.host.provider.kubernetes import (
+    REPLACE_TREE,
+    SIDE,
+    KubernetesProvider,
+    _status,
+    init_script,
+    object_name,
+    requests_for,
+    tar_tree,
+)
+
+
+def test_docker_volume_names_become_kubernetes_names():
+    assert object_name("ci-1-gc-slurmctld-var-spool-slurmctld") == \
+        "ci-1-gc-slurmctld-var-spool-slurmctld"
+    assert object_name("My_Cluster-home") == "my-cluster-home"
+    assert len(object_name("x" * 80)) == 63
+
+
+def test_the_provider_is_chosen_by_name_with_its_options():
+    provider = get("kubernetes", namespace="room-1", registry="reg.example:5000/tb")
+    assert isinstance(provider, KubernetesProvider)
+    assert provider.namespace == "room-1" and not provider.local_ports
+    assert get("kubernetes").namespace == "aitestbed"
+
+
+def test_requests_come_from_the_class_or_the_inventory():
+    login = Node("gc-login-01", "graphcore", "login", "alcf.anl.gov")
+    compute = Node("gc-poplar-01", "graphcore", "ipu_node", "alcf.anl.gov")
+    assert requests_for(login, {}) == {"cpu": "100m", "memory": "256Mi"}
+    assert requests_for(compute, {})["cpu"] == "250m"
+    assert requests_for(compute, {"kubernetes_resources": {"cpu": 2, "memory": "4Gi"}}) == \
+        {"cpu": "2", "memory": "4Gi"}
+
+
+def test_the_state_files_tar_is_roots_and_keeps_modes(tmp_path):
+    (tmp_path / "users" / "ann").mkdir(parents=True)
+    (tmp_path / "munge.key").write_text("k")
+    (tmp_path / "munge.key").chmod(0o400)
+    (tmp_path / "users" / "ann" / "authorized_keys").write_text("ssh-ed25519 A")
+    with tarfile.open(fileobj=io.BytesIO(tar_tree(tmp_path)), mode="r:gz") as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert {"./munge.key", "./users/ann/authorized_keys"} <= set(members)
+    assert all(m.uid == 0 and m.uname == "root" for m in members.values())
+    assert members["./munge.key"].mode == 0o400
+
+
+def _fake_side(tmp_path, host_node: bytes, host_cluster: bytes):
+    side = tmp_path / "side"
+    for sub in ("run", "shm", "node", "cluster", "host/node", "host/cluster", "volumes/v0",
+                "volumes/v1"):
+        (side / sub).mkdir(parents=True)
+    (side / "host/node/files.tgz").write_bytes(host_node)
+    (side / "host/cluster/files.tgz").write_bytes(host_cluster)
+    return side
+
+
+def test_the_init_script_unpacks_and_fills_only_empty_volumes(tmp_path):
+    node_files, cluster_files = tmp_path / "n", tmp_path / "c"
+    node_files.mkdir()
+    cluster_files.mkdir()
+    (node_files / "node.json").write_text("{}")
+    (cluster_files / "accounts.json").write_text("[]")
+    side = _fake_side(tmp_path, tar_tree(node_files), tar_tree(cluster_files))
+    image = tmp_path / "image"
+    (image / "var/lib/mysql").mkdir(parents=True)
+    (image / "var/lib/mysql/ibdata1").write_text("db")
+    (image / "var/lib/mysql").chmod(0o750)
+    (image / "home").mkdir()
+    (side / "volumes/v1/alice").mkdir()  # /home already holds a home: left as it is
+    script = init_script([(str(image / "var/lib/mysql"), "v0"), (str(image / "home"), "v1")])
+    result = subprocess.run(["sh", "-c", script.replace(SIDE, str(side))],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert (side / "node/node.json").read_text() == "{}"
+    assert (side / "cluster/accounts.json").read_text() == "[]"
+    assert (side / "volumes/v0/ibdata1").read_text() == "db"
+    assert (side / "volumes/v0").stat().st_mode & 0o777 == 0o750
+    assert os.listdir(side / "volumes/v1") == ["alice"]
+    assert (side / "node").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_running_nodes_tree_becomes_the_new_tar(tmp_path):
+    """sync_files: files updated, new ones added, those the state dir lost removed."""
+    target, new = tmp_path / "target", tmp_path / "new"
+    (target / "users/gone").mkdir(parents=True)
+    (target / "users/gone/authorized_keys").write_text("old")
+    (target / "accounts.json").write_text("old")
+    (new / "users/ann").mkdir(parents=True)
+    (new / "users/ann/authorized_keys").write_text("ann")
+    (new / "accounts.json").write_text("new")
+    result = subprocess.run(["sh", "-c", REPLACE_TREE.replace("/run/", f"{tmp_path}/"),
+                             str(target)], input=tar_tree(new), capture_output=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert (target / "accounts.json").read_text() == "new"
+    assert (target / "users/ann/authorized_keys").read_text() == "ann"
+    assert not (target / "users/gone").exists()
+
+
+def _pod(phase="Running", node_state="running", waiting=None, scheduled=None, deleting=False):
+    state = NS(running=node_state == "running" or None,
+               waiting=NS(reason=waiting, message=f"{waiting}: refused") if waiting else None,
+               terminated=None)
+    conditions = [NS(type="PodScheduled", status="False", reason="Unschedulable",
+                     message=scheduled)] if scheduled else []
+    return NS(metadata=NS(deletion_timestamp="now" if deleting else None),
+              spec=NS(containers=[NS(resources=NS(requests={"cpu": "250m",
+                                                            "memory": "512Mi"}))]),
+              status=NS(phase=phase, conditions=conditions, init_container_statuses=[],
+                        container_statuses=[NS(name="node", state=state,
+                                               image="reg:5000/tb/login:1")]))
+
+
+def test_node_status_from_its_deployment_and_pod():
+    stopped, one = NS(spec=NS(replicas=0)), NS(spec=NS(replicas=1))
+    assert _status(stopped, []) == ("exited", None)
+    assert _status(one, []) == ("created", None)
+    assert _status(one, [_pod()]) == ("running", None)
+    status, problem = _status(one, [_pod("Pending", None, waiting="ImagePullBackOff")])
+    assert status == "pending" and "cannot pull reg:5000/tb/login:1" in problem
+    status, problem = _status(one, [_pod("Pending", None, scheduled="0/2 nodes are "
+                                         "available: 2 Insufficient memory.")])
+    assert "asks for cpu 250m, memory 512Mi" in problem and "Insufficient memory" in problem
+    assert _status(one, [_pod("Running", None, waiting="CrashLoopBackOff")])[0] == "restarting"
+
+
+def test_no_context_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(AitestbedError, match="no Kubernetes context to use"):
+        KubernetesProvider().check()
+
+
+def test_an_unreachable_api_server_is_one_line(tmp_path, monkeypatch):
+    config = tmp_path / "kubeconfig"
+    config.write_text("""apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+""")
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    with pytest.raises(AitestbedError, match="cannot be reached"):
+        KubernetesProvider().check()
+
+
+def test_a_bad_namespace_is_refused_before_any_call():
+    with pytest.raises(AitestbedError, match="bad namespace"):
+        KubernetesProvider(namespace="Not_A_Label").check()
