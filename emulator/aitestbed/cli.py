@@ -70,6 +70,10 @@ def cli(ctx: click.Context, name: str) -> None:
               help="Where the nodes run: docker (containers on this host, the default) or "
                    "kubernetes (pods on a cluster; docs/kubernetes.md). Kept for the "
                    "cluster's life.")
+@click.option("--kubeconfig", default=None, metavar="PATH",
+              type=click.Path(dir_okay=False, resolve_path=True),
+              help="kubernetes: the kubeconfig (default $KUBECONFIG, else ~/.kube/config); "
+                   "the cluster keeps it.")
 @click.option("--context", "kube_context", default=None, metavar="CONTEXT",
               help="kubernetes: the kubeconfig context (default: the current one).")
 @click.option("--namespace", default=None, metavar="NAMESPACE",
@@ -85,15 +89,19 @@ def cli(ctx: click.Context, name: str) -> None:
 def up(ctx: click.Context, profile: str | None, systems: str | None, wait: bool,
        timeout: float, recreate: bool, provider: str | None, kube_context: str | None,
        namespace: str | None, registry: str | None, storage_class: str | None,
-       ssh_address: str | None) -> None:
+       ssh_address: str | None, kubeconfig: str | None) -> None:
     """Create or start the cluster (idempotent; keeps /home and /projects)."""
     started = time.monotonic()
     name = ctx.obj["name"]
     kube = {"context": kube_context, "namespace": namespace, "registry": registry,
-            "storage_class": storage_class, "ssh_address": ssh_address}
+            "storage_class": storage_class, "ssh_address": ssh_address,
+            "kubeconfig": kubeconfig}
     if any(kube.values()) and (provider or _provider_of(name)) != "kubernetes":
         given = [f"--{k.replace('_', '-')}" for k, v in kube.items() if v]
         raise click.UsageError(f"{', '.join(given)}: only with --provider kubernetes")
+    if provider == "kubernetes" and not kubeconfig and os.environ.get("KUBECONFIG") \
+            and os.pathsep not in os.environ["KUBECONFIG"]:
+        kube["kubeconfig"] = os.path.abspath(os.environ["KUBECONFIG"])
     result = lifecycle.up(name, profile, parse_systems(systems), practice_user_name(),
                           wait=wait, timeout=timeout, recreate=recreate, provider=provider,
                           provider_options=kube if any(kube.values()) else None)

@@ -83,6 +83,7 @@ class Options:
     registry: str | None = None  # HOST[:PORT][/PREFIX] the host pushes to and pods pull from
     storage_class: str | None = None  # None: the cluster's default class
     ssh_address: str | None = None  # where the login nodes' NodePorts are reached
+    kubeconfig: str | None = None  # None: $KUBECONFIG, else ~/.kube/config
 
 
 def object_name(text: str) -> str:
@@ -159,9 +160,13 @@ class KubernetesProvider(Provider):
 
     def __init__(self, context: str | None = None, namespace: str | None = None,
                  registry: str | None = None, storage_class: str | None = None,
-                 ssh_address: str | None = None):
+                 ssh_address: str | None = None, kubeconfig: str | None = None):
         self.options = Options(context, namespace or DEFAULT_NAMESPACE, registry,
-                               storage_class, ssh_address)
+                               storage_class, ssh_address, kubeconfig)
+        # The cluster keeps the kubeconfig it was made with (its record); else KUBECONFIG
+        # as it is now (the client reads it once, when imported).
+        self.kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser(
+            "~/.kube/config")
         self.namespace = self.options.namespace
         self._api = None
         self._lock = threading.Lock()
@@ -177,16 +182,15 @@ class KubernetesProvider(Provider):
     def _connect(self):
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
-        # KUBECONFIG as it is now (the client reads it once, when imported).
-        kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
         try:
-            api_client = config.new_client_from_config(config_file=kubeconfig,
+            api_client = config.new_client_from_config(config_file=self.kubeconfig,
                                                        context=self.options.context)
         except ConfigException as err:
-            where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+            where = self.kubeconfig
             raise AitestbedError(
                 f"no Kubernetes context to use ({' '.join(str(err).split())}): point "
-                f"KUBECONFIG at the cluster's kubeconfig (now {where}) or give --context") from None
+                f"KUBECONFIG (or --kubeconfig) at the cluster's kubeconfig (now {where}) or give "
+                "--context") from None
         except (OSError, ValueError) as err:
             raise AitestbedError(f"cannot read the kubeconfig: {err}") from None
         self._server = api_client.configuration.host
@@ -203,8 +207,7 @@ class KubernetesProvider(Provider):
 
     def _kubeconfig_args(self) -> list[str]:
         args = []
-        if os.environ.get("KUBECONFIG"):
-            args += ["--kubeconfig", os.environ["KUBECONFIG"]]
+        args += ["--kubeconfig", self.kubeconfig]
         if self.options.context:
             args += ["--context", self.options.context]
         return args + ["-n", self.namespace]
@@ -675,8 +678,7 @@ class KubernetesProvider(Provider):
                   "ansible_kubectl_container": "node",
                   "ansible_kubectl_namespace": self.namespace,
                   "ansible_kubectl_executable": kubectl_path()}
-        if os.environ.get("KUBECONFIG"):
-            values["ansible_kubectl_kubeconfig"] = os.environ["KUBECONFIG"]
+        values["ansible_kubectl_kubeconfig"] = self.kubeconfig
         if self.options.context:
             values["ansible_kubectl_context"] = self.options.context
         return values
