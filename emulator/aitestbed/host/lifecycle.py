@@ -34,6 +34,14 @@ def provider_of(state: ClusterState) -> Provider:
     return providers.for_cluster(state.name)
 
 
+def _has_nodes(record: ClusterRecord) -> bool:
+    """Does the record's provider hold any node of it (True when it cannot tell)?"""
+    try:
+        return bool(providers.get(record.provider, **record.provider_options).nodes(record.name))
+    except AitestbedError:
+        return True
+
+
 def _record(state: ClusterState, profile: str | None, systems: list[str] | None,
             user: str) -> ClusterRecord:
     if state.exists():
@@ -156,6 +164,11 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
             f"cluster {name!r} runs on the {record.provider} provider: destroy it first or "
             "choose another --name")
     changed = {k for k, v in options.items() if record.provider_options.get(k) != v}
+    if changed and not _has_nodes(record):
+        # An `up` that stopped before making any node (a registry it could not push to):
+        # the next one may name other options.
+        record.provider_options = {**record.provider_options, **options}
+        changed = set()
     if changed:
         raise AitestbedError(
             f"cluster {name!r} was made with other provider options "
