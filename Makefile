@@ -15,6 +15,7 @@ AITESTBED := $(BIN)/aitestbed --name $(NAME)
 
 help:
 	@echo "make cluster-up [PROFILE=alcf|mini|alcf-2026|alcf-2026-mini] [SYSTEMS=graphcore,sambanova] [NAME=aitestbed]"
+	@echo "               [PROVIDER=kubernetes REGISTRY=HOST:PORT/PREFIX]   (docs/kubernetes.md)"
 	@echo "make test        unit tests, then cluster tests on a cluster of their own"
 	@echo "make cluster-down | cluster-destroy | status | lint | bench"
 
@@ -38,7 +39,8 @@ images: venv engine
 	$(BIN)/aitestbed build --profile $(PROFILE)
 
 cluster-up: venv engine
-	$(AITESTBED) up --profile $(PROFILE) $(if $(SYSTEMS),--systems $(SYSTEMS))
+	$(AITESTBED) up --profile $(PROFILE) $(if $(SYSTEMS),--systems $(SYSTEMS)) \
+	    $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(REGISTRY),--registry $(REGISTRY))
 	@mkdir -p -m 700 $(HOME)/.ssh && $(AITESTBED) ssh-config -o $(HOME)/.ssh/aitestbed-$(NAME).conf
 	@echo "log in: ssh -F $(HOME)/.ssh/aitestbed-$(NAME).conf gc-login-01   (or cer-login-01, sambanova); Password: the code from $(AITESTBED) passcode"
 
@@ -94,6 +96,7 @@ bench: venv engine
 	$(BIN)/python tests/bench/bench_images.py
 	$(BIN)/python tests/bench/bench_classroom_page.py
 	$(BIN)/python tests/bench/bench_classroom.py
+	$(BIN)/python tests/bench/bench_kubernetes.py
 
 # A scripted new user: onboarding and every exercise on a mini cluster of its own,
 # then a report (REHEARSE_KEEP=1 keeps the cluster).

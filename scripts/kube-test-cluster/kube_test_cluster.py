@@ -71,6 +71,12 @@ API_SERVICE_IP = "10.96.0.1"
 DNS_IP = "10.96.0.10"
 IN_CLUSTER_REGISTRY = "localhost:5000"    # what pods name; containerd maps it (hosts.toml)
 ALCF_TARGET = "nodes.aitestbed.svc.cluster.local"
+# The registry's storage outlives the cluster, as the binaries do: a later cluster's push
+# of the same node images finds their layers there (CI pushes the class images to a
+# new cluster each run). Shared by every test cluster (blobs are content-addressed);
+# `down` keeps it; `docker volume rm aitestbed-kube-test-registry` frees it.
+# KUBE_TEST_REGISTRY_CACHE names another volume, or "" for an empty registry.
+REGISTRY_CACHE = os.environ.get("KUBE_TEST_REGISTRY_CACHE", "aitestbed-kube-test-registry")
 
 
 class Fail(Exception):
@@ -459,8 +465,16 @@ class TestCluster:
             self.client.api.start(created["Id"])
 
         started = time.monotonic()
+        cache = None
+        if REGISTRY_CACHE:
+            try:
+                self.client.volumes.get(REGISTRY_CACHE)
+            except NotFound:
+                self.client.volumes.create(REGISTRY_CACHE,
+                                           labels={"aitestbed.cache": "kube-test-registry"})
+            cache = {REGISTRY_CACHE: {"bind": "/var/lib/docker-registry", "mode": "rw"}}
         run("registry", command=["docker-registry", "serve", "/etc/docker/registry/kube-test.yml"],
-            ports={5000: ("127.0.0.1", registry_port)})
+            ports={5000: ("127.0.0.1", registry_port)}, volumes=cache)
         pushes = threading.Thread(target=self.push_system_images, daemon=True, args=(
             images, registry_port, {"pause": pause_image, "coredns": coredns_image}))
         pushes.start()

@@ -146,10 +146,15 @@ def kube_test_script(*args: str, timeout: float) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
+_KUBE_DOWN: list = []  # how to remove the session's Kubernetes test cluster, once
+
+
 @pytest.fixture(scope="session")
 def kube_test_cluster():
-    """The session's Kubernetes test cluster, shared by the modules that need one:
-    uniquely named and removed at the end, or AITESTBED_TEST_KUBE_CLUSTER's (left running)."""
+    """The session's Kubernetes test cluster, shared by the modules that need one
+    (test_kube_provider, test_kube_test_cluster: adjacent, by name): uniquely named and
+    removed after the last test that uses it (pytest_runtest_teardown below), not idle
+    through the rest of the session; or AITESTBED_TEST_KUBE_CLUSTER's (left running)."""
     existing = os.environ.get("AITESTBED_TEST_KUBE_CLUSTER")
     name = existing or f"ktc-{uuid.uuid4().hex[:6]}"
     cache = Path(os.environ.get("AITESTBED_CACHE") or Path(
@@ -157,6 +162,8 @@ def kube_test_cluster():
         "kubernetes", "v1.32.13")
     if not existing and not (cache / "kubelet").is_file() and not shutil.which("go"):
         pytest.skip("no cached Kubernetes binaries and no Go to build them")
+    if not existing:
+        _KUBE_DOWN.append(lambda: kube_test_script("--name", name, "down", timeout=300))
     try:
         if not existing:
             # Binaries and images are cached: about half a minute (the first time, ~15 min).
@@ -165,8 +172,28 @@ def kube_test_cluster():
         info = json.loads(kube_test_script("--name", name, "info", "--json", timeout=60).stdout)
         yield Kube(name, info, "default", ours=not existing)
     finally:
-        if not existing:
-            kube_test_script("--name", name, "down", timeout=300)
+        _kube_down()
+
+
+def _kube_down() -> None:
+    while _KUBE_DOWN:
+        _KUBE_DOWN.pop()()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if "kube_test_cluster" in getattr(item, "fixturenames", ()) and (
+            nextitem is None or "kube_test_cluster" not in getattr(nextitem, "fixturenames", ())):
+        # After the module fixtures that use it are finalized (they run first: this hook
+        # is called before the session's own teardown, so module fixtures of `item` are
+        # torn down by pytest right after; the cluster goes at the next item's setup).
+        item.config._aitestbed_kube_done = True
+
+
+def pytest_runtest_setup(item):
+    if getattr(item.config, "_aitestbed_kube_done", False) and \
+            "kube_test_cluster" not in getattr(item, "fixturenames", ()):
+        item.config._aitestbed_kube_done = False
+        _kube_down()
 
 
 @pytest.fixture(params=NODES)

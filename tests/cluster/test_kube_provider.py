@@ -1,0 +1,208 @@
+"""The Kubernetes provider (`aitestbed up --provider kubernetes`) on the session's test
+cluster (conftest's kube_test_cluster: two workers, a registry, a ReadWriteMany class).
+
+The Graphcore mini subset runs as pods made from the class images pushed to the
+cluster's registry: a passcode login over the login node's NodePort, `sinfo`, `srun
+--ipus=1`, an `sbatch` job, the two-step login exercise and `aitestbed run`; the pods
+are unprivileged, with no host path, the state files as Secrets. Last, a worker is
+stopped: every node comes back on the other with the same name, /home is kept, and
+Slurm ends the job that ran there as Slurm does (NODE_FAIL).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+from aitestbed.host.driver import cli_argv
+
+from .conftest import Cluster
+
+pytestmark = pytest.mark.cluster
+
+LOGIN, NODE = "gc-login-01", "gc-poplar-02"
+NODES = {"gc-login-01", "gc-slurmctld", "gc-poplar-01", "gc-poplar-02"}
+
+
+@pytest.fixture(scope="module")
+def kcluster(kube_test_cluster):
+    kube = kube_test_cluster
+    saved = {k: os.environ.get(k) for k in ("KUBECONFIG", "AITESTBED_USER")}
+    os.environ["KUBECONFIG"] = kube.info["kubeconfig"]
+    os.environ["AITESTBED_USER"] = "learner"
+    cluster = Cluster(f"k8s-{uuid.uuid4().hex[:6]}", "learner")
+    try:
+        # The first time on a cluster: the class images pushed, then pulled by the workers.
+        cluster.cli("up", "--profile", "mini", "--systems", "graphcore", "--provider",
+                    "kubernetes", "--registry", f"{kube.info['registry']}/aitestbed",
+                    "--timeout", "900", timeout=2400)
+        login = cluster.log_in(LOGIN)
+        assert login.returncode == 0, login.stderr
+        yield cluster
+    finally:
+        cluster.log_out(LOGIN)
+        cluster.cli("destroy", check=False)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def kubectl_json(kube, *args: str) -> dict:
+    return json.loads(kube.kubectl("-n", "aitestbed", *args, "-o", "json"))
+
+
+def pods(kube, cluster: str) -> list[dict]:
+    return [p for p in kubectl_json(kube, "get", "pods", "-l",
+                                    f"aitestbed.cluster={cluster}")["items"]
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_every_node_is_a_pod_with_the_guides_hostname(kcluster, kube_test_cluster):
+    live = pods(kube_test_cluster, kcluster.name)
+    assert {p["spec"]["hostname"] for p in live} == NODES
+    assert all(p["status"]["phase"] == "Running" for p in live)
+    for node in sorted(NODES):
+        shell = kcluster.cli("shell", node, "--", "hostname; getent hosts gc-slurmctld vipu")
+        lines = shell.stdout.splitlines()
+        assert lines[0] == node, shell.stdout
+        assert len(lines) == 3, shell.stdout  # the other nodes' names and aliases resolve
+    status = kcluster.cli("status")
+    assert "4/4 nodes ready" in status.stdout + status.stderr
+    record = json.loads(kcluster.state.record_path.read_text())
+    assert record["provider"] == "kubernetes"
+    assert record["provider_options"]["kubeconfig"] == kube_test_cluster.info["kubeconfig"]
+
+
+def test_login_with_a_passcode_then_slurm(kcluster):
+    rc, out = kcluster.run(LOGIN, "sinfo -h -o '%P %a %D %T'")
+    assert rc == 0 and out.split() == ["p64*", "up", "2", "idle"], out
+    rc, out = kcluster.run(LOGIN, "srun --ipus=1 printenv IPUOF_VIPU_API_PARTITION_ID")
+    assert rc == 0 and out.strip().startswith("slurm_"), out
+    rc, out = kcluster.run(LOGIN, "cd ~ && printf '#!/bin/bash\\n#SBATCH --ipus=1\\nhostname\\n'"
+                                  " > kube.sh && sbatch --wait -o kube.out kube.sh && cat kube.out")
+    assert rc == 0 and out.splitlines()[-1] in ("gc-poplar-01", "gc-poplar-02"), out
+
+
+def test_the_two_step_login_exercise_passes(kcluster):
+    rc, out = kcluster.run(LOGIN, f"ssh {NODE} hostname")
+    assert rc == 0 and out.strip() == NODE, out
+    result = kcluster.cli("exercise", "check", "graphcore-login", check=False)
+    assert result.returncode == 0, result.stdout
+    assert f"[sshd on {NODE}]" in result.stdout
+
+
+def test_aitestbed_run_submits_and_collects(kcluster, tmp_path):
+    (tmp_path / "job.sh").write_text("#!/bin/bash\n#SBATCH --ipus=1\necho from-k8s > r.txt\n")
+    result = subprocess.run(
+        cli_argv(kcluster.name, "run", "--system", "graphcore", "-C", str(tmp_path),
+                 "-o", str(tmp_path / "out"), "job.sh"),
+        capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "job.sh" / "r.txt").read_text() == "from-k8s\n"
+
+
+def test_pods_are_unprivileged_and_secrets_stay_secrets(kcluster, kube_test_cluster):
+    kube = kube_test_cluster
+    selector = f"aitestbed.cluster={kcluster.name}"
+    for deployment in kubectl_json(kube, "get", "deployments", "-l", selector)["items"]:
+        spec = deployment["spec"]["template"]["spec"]
+        assert not spec.get("hostNetwork") and not spec.get("hostPID")
+        assert not any("hostPath" in v for v in spec["volumes"])
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        assert spec["automountServiceAccountToken"] is False
+        for container in spec["containers"] + spec["initContainers"]:
+            context = container.get("securityContext", {})
+            assert context.get("privileged") is False
+            assert not context.get("capabilities", {}).get("add")
+            assert container["resources"]["requests"]["cpu"]
+        secrets = {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
+        assert secrets == {f"{kcluster.name}-cluster-files",
+                           f"{kcluster.name}-{deployment['metadata']['name']}-files"}
+    assert kubectl_json(kube, "get", "configmaps", "-l", selector)["items"] == []
+    policies = {p["metadata"]["name"] for p in
+                kubectl_json(kube, "get", "networkpolicies", "-l", selector)["items"]}
+    assert policies == {f"{kcluster.name}-nodes", f"{kcluster.name}-ssh"}
+    claims = kubectl_json(kube, "get", "pvc", "-l", selector)["items"]
+    assert {c["spec"]["accessModes"][0] for c in claims} == {"ReadWriteMany"}
+
+
+def test_a_lost_worker_brings_every_node_back_on_the_other(kcluster, kube_test_cluster):
+    kube = kube_test_cluster
+    token = uuid.uuid4().hex
+    rc, out = kcluster.run(LOGIN, f"echo {token} > ~/kept.txt && sbatch --parsable --ipus=1 "
+                                  f"-w {NODE} -o /dev/null --wrap 'sleep 900'")
+    assert rc == 0, out
+    job = out.strip().splitlines()[-1]
+    before = {p["spec"]["hostname"]: p["spec"]["nodeName"] for p in pods(kube, kcluster.name)}
+    worker = before[NODE]
+    kube_worker = next(n for n in kube.info["nodes"] if n == worker)
+    started = time.monotonic()
+    subprocess.run(["docker", "stop", "-t", "1", kube_worker], check=True, capture_output=True)
+    try:
+        time.sleep(2)  # the health checks still reach it for a moment
+        waited = kcluster.cli("wait", "--timeout", "240", timeout=300)
+        after = {p["spec"]["hostname"]: p["spec"]["nodeName"]
+                 for p in pods(kube, kcluster.name)}
+        assert set(after) == NODES and worker not in after.values(), (before, after, waited)
+        print(f"every node ready {time.monotonic() - started:.0f} s after {worker} stopped")
+        kcluster.log_out(LOGIN)  # the login node may have moved: a new passcode login
+        login = kcluster.log_in(LOGIN)
+        assert login.returncode == 0, login.stderr
+        rc, out = kcluster.run(LOGIN, "cat ~/kept.txt")
+        assert rc == 0 and out.strip() == token, out
+        deadline = time.monotonic() + 120
+        while True:
+            rc, out = kcluster.run(LOGIN, f"sacct -X -n -o state -j {job}")
+            if out.strip() != "RUNNING" or time.monotonic() > deadline:
+                break
+            time.sleep(5)
+        assert out.strip() == "NODE_FAIL", out
+        rc, out = kcluster.run(LOGIN, "sinfo -h -N -o '%N %T'")
+        assert rc == 0 and sorted(out.split()) == sorted(
+            ["gc-poplar-01", "idle", "gc-poplar-02", "idle"]), out
+    finally:
+        subprocess.run(["docker", "start", kube_worker], check=False, capture_output=True)
+        kube.kubectl("wait", "--for=condition=Ready", f"node/{kube_worker}", "--timeout=120s",
+                     check=False, timeout=150)
+
+
+def test_kubeconfig_is_kept_and_options_are_checked(kcluster):
+    """Later commands use the kubeconfig the cluster was made with; another provider or
+    other options for the same name are refused in one line."""
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    status = subprocess.run(cli_argv(kcluster.name, "status"), capture_output=True,
+                            text=True, env=env, timeout=120, check=False)
+    assert status.returncode == 0 and "ready" in status.stdout, status.stderr
+    other = kcluster.cli("up", "--provider", "docker", check=False)
+    assert other.returncode != 0 and "runs on the kubernetes provider" in other.stderr
+    assert "Traceback" not in other.stderr
+    moved = kcluster.cli("up", "--provider", "kubernetes", "--namespace", "elsewhere",
+                         check=False)
+    assert moved.returncode != 0 and "other provider options" in moved.stderr, moved.stderr
+
+
+def test_a_registry_that_refuses_the_push_is_one_line(kube_test_cluster):
+    """Nothing is made in the cluster, and the next `up` may name another registry."""
+    kube = kube_test_cluster
+    name = f"k8s-bad-{uuid.uuid4().hex[:4]}"
+    result = subprocess.run(
+        cli_argv(name, "up", "--profile", "mini", "--systems", "graphcore", "--provider",
+                        "kubernetes", "--kubeconfig", kube.info["kubeconfig"], "--namespace",
+                        "bad-push", "--registry", "127.0.0.1:9/aitestbed"),
+        capture_output=True, text=True, timeout=600, check=False)
+    try:
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert "registry 127.0.0.1:9/aitestbed: cannot push" in result.stderr
+        assert "it is unreachable" in result.stderr
+        made = kube.kubectl("-n", "bad-push", "get", "deployments,pods", "-o", "name",
+                            check=False)
+        assert made.strip() == "", made
+    finally:
+        subprocess.run(cli_argv(name, "destroy"), capture_output=True, timeout=300,
+                       check=False)
