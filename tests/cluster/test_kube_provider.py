@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -139,6 +140,15 @@ def test_a_lost_worker_brings_every_node_back_on_the_other(kcluster, kube_test_c
                                   f"-w {NODE} -o /dev/null --wrap 'sleep 900'")
     assert rc == 0, out
     job = out.strip().splitlines()[-1]
+    # Running, and in the controller's saved state (slurmctld saves within seconds of a
+    # change; a controller lost before that forgets the job, as Slurm does).
+    for _ in range(60):
+        rc, out = kcluster.run(LOGIN, f"squeue -h -j {job} -o %T")
+        if out.strip() == "RUNNING":
+            break
+        time.sleep(1)
+    assert out.strip() == "RUNNING", out
+    time.sleep(10)
     before = {p["spec"]["hostname"]: p["spec"]["nodeName"] for p in pods(kube, kcluster.name)}
     worker = before[NODE]
     kube_worker = next(n for n in kube.info["nodes"] if n == worker)
@@ -156,13 +166,17 @@ def test_a_lost_worker_brings_every_node_back_on_the_other(kcluster, kube_test_c
         assert login.returncode == 0, login.stderr
         rc, out = kcluster.run(LOGIN, "cat ~/kept.txt")
         assert rc == 0 and out.strip() == token, out
-        deadline = time.monotonic() + 120
-        while True:
-            rc, out = kcluster.run(LOGIN, f"sacct -X -n -o state -j {job}")
-            if out.strip() != "RUNNING" or time.monotonic() > deadline:
+        # Slurm ends it when the node's new slurmd registers without it (the controller
+        # may have moved too: it reads its state back from its claim).
+        deadline, state = time.monotonic() + 180, ""
+        while time.monotonic() < deadline:
+            rc, out = kcluster.run(LOGIN, f"scontrol -o show job {job}")
+            found = re.search(r"JobState=(\S+)", out)
+            state = found.group(1) if found else ""
+            if state and state not in ("RUNNING", "COMPLETING", "CONFIGURING"):
                 break
             time.sleep(5)
-        assert out.strip() == "NODE_FAIL", out
+        assert state == "NODE_FAIL", out
         rc, out = kcluster.run(LOGIN, "sinfo -h -N -o '%N %T'")
         assert rc == 0 and sorted(out.split()) == sorted(
             ["gc-poplar-01", "idle", "gc-poplar-02", "idle"]), out

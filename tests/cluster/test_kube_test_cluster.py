@@ -33,14 +33,15 @@ RUN apt-get update && apt-get install -y --no-install-recommends busybox \\
 
 @pytest.fixture(scope="module")
 def kube(kube_test_cluster):
-    """The session's test cluster; the probes in a namespace of their own, removed at the
-    end (the Kubernetes provider's tests use the cluster next). On the cluster we made,
-    it is `aitestbed`, where the CoreDNS rewrite of <host>.alcf.anl.gov points."""
+    """The session's test cluster (test_kube_provider has used it before); the probes in a
+    namespace of their own. On the cluster we made, it is `aitestbed`, where the CoreDNS
+    rewrite of <host>.alcf.anl.gov points; on another, one removed at the end."""
     kube = Kube(kube_test_cluster.name, kube_test_cluster.info,
                 "aitestbed" if kube_test_cluster.ours else f"ktc-{uuid.uuid4().hex[:6]}")
     yield kube
-    kube.kubectl("delete", "namespace", kube.ns, "--ignore-not-found", "--timeout=120s",
-                 check=False, timeout=150)
+    if not kube_test_cluster.ours:  # ours goes as a whole right after
+        kube.kubectl("delete", "namespace", kube.ns, "--ignore-not-found", "--timeout=120s",
+                     check=False, timeout=150)
 
 
 @pytest.fixture(scope="module")
