@@ -55,10 +55,18 @@ def idle_memory(info: dict, cluster: str) -> dict[str, float]:
                               f"aitestbed.cluster={cluster}", "-o", "json"))["items"]
     sizes: dict[str, list[float]] = {}
     for pod in pods:
-        out = kubectl(info, "-n", "aitestbed", "exec", pod["metadata"]["name"], "-c", "node",
-                      "--", "cat", "/sys/fs/cgroup/memory.current")
+        result = subprocess.run(
+            [info["kubectl"], "--kubeconfig", info["kubeconfig"], "-n", "aitestbed", "exec",
+             pod["metadata"]["name"], "-c", "node", "--", "sh", "-c",
+             "cat /sys/fs/cgroup/memory.current 2>/dev/null || "
+             "cat /sys/fs/cgroup/memory/memory.usage_in_bytes"],
+            capture_output=True, text=True, timeout=60, check=False)
+        if result.returncode or not result.stdout.strip().isdigit():
+            print(f"  (no memory figure from {pod['metadata']['name']}: "
+                  f"{result.stderr.strip()[:120]})", flush=True)
+            continue
         sizes.setdefault(pod["metadata"]["labels"]["aitestbed.class"], []).append(
-            int(out) / 2**20)
+            int(result.stdout) / 2**20)
     return {c: sum(v) / len(v) for c, v in sorted(sizes.items())}
 
 
@@ -74,25 +82,31 @@ def main() -> None:
     k8s = ["--provider", "kubernetes", "--registry", f"{info['registry']}/aitestbed",
            "--timeout", "1800"]
     os.environ.update(env)
+
+    def said(key: str, value: float) -> None:
+        figures[key] = value
+        print(f"  {key}: {value:.1f} s", flush=True)
+
     try:
-        figures["docker"] = cli(docker_name, "up", "--profile", "alcf", "--timeout", "900")
+        said("docker", cli(docker_name, "up", "--profile", "alcf", "--timeout", "900"))
         destroy(docker_name)
-        figures["k8s_first"] = cli(k8s_name, "up", "--profile", "alcf", *k8s)
+        said("k8s_first", cli(k8s_name, "up", "--profile", "alcf", *k8s))
         destroy(k8s_name)
-        figures["k8s_second"] = cli(k8s_name, "up", "--profile", "alcf", *k8s)
+        said("k8s_second", cli(k8s_name, "up", "--profile", "alcf", *k8s))
         spread = placement(info, k8s_name)
+        print(f"  pods per worker: {dict(spread)}", flush=True)
         time.sleep(60)  # idle: what each node class holds with nothing running
         idle = idle_memory(info, k8s_name)
         destroy(k8s_name)
-        figures["mini_gc"] = cli(k8s_name, "up", "--profile", "mini", "--systems",
-                                 "graphcore", *k8s)
+        said("mini_gc", cli(k8s_name, "up", "--profile", "mini", "--systems",
+                            "graphcore", *k8s))
         where = placement(info, k8s_name)
         worker = max((w for w in where if w != "Pending"), key=lambda w: where[w])
         lost = time.monotonic()
         subprocess.run(["docker", "stop", "-t", "1", worker], check=True, capture_output=True)
         time.sleep(2)
         cli(k8s_name, "wait", "--timeout", "300")
-        figures["worker_lost"] = time.monotonic() - lost
+        said("worker_lost", time.monotonic() - lost)
         subprocess.run(["docker", "start", worker], check=True, capture_output=True)
     finally:
         destroy(docker_name)

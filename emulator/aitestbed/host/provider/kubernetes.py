@@ -171,6 +171,7 @@ class KubernetesProvider(Provider):
         self._api = None
         self._lock = threading.Lock()
         self._written: dict[str, str] = {}  # Secret -> what this process last wrote there
+        self._hostvars: dict[tuple, dict] = {}
 
     # the client ------------------------------------------------------------------------
     @property
@@ -286,6 +287,10 @@ class KubernetesProvider(Provider):
         local = images.ensure_class_images(client, node_classes)
         refs = {}
         for node_class in sorted(node_classes):
+            remote = registry.remote_name(where, local[node_class])
+            if _in_registry(client, remote):
+                refs[node_class] = remote  # tags are hashes of what an image is made of
+                continue
             started = time.monotonic()
             refs[node_class] = registry.push(client, where, local[node_class])
             images.say(f"pushed {refs[node_class]} in {time.monotonic() - started:.0f} s")
@@ -451,7 +456,11 @@ class KubernetesProvider(Provider):
         self._secret(cluster, f"{cluster}-{node.name}-files", state.node_dir(node.name))
         from aitestbed.host.inventory import load as load_inventory
         from aitestbed.host.naming import node_volume_name, volume_name
-        hostvars = load_inventory(record.profile, record.systems).hostvars.get(node.name, {})
+        key = (record.profile, tuple(record.systems or ()))
+        with self._lock:  # one ansible-inventory run for all the nodes `up` makes
+            if key not in self._hostvars:
+                self._hostvars[key] = load_inventory(record.profile, record.systems).hostvars
+        hostvars = self._hostvars[key].get(node.name, {})
         claims = [(m, object_name(volume_name(cluster, m))) for m in node.mounts]
         claims += [(p, object_name(node_volume_name(cluster, node.name, p)))
                    for p in node.volumes]
@@ -759,6 +768,16 @@ def _api_error(err, what: str, namespace: str) -> AitestbedError:
     if err.status == 404 and "namespaces" in reason:
         return AitestbedError(f"namespace {namespace} does not exist: {reason}")
     return AitestbedError(f"Kubernetes refused to {what}: {reason}")
+
+
+def _in_registry(client, remote: str) -> bool:
+    """Does the registry hold this tag already (the engine asks it for the manifest)?"""
+    from docker.errors import DockerException
+    try:
+        client.api.inspect_distribution(remote)
+        return True
+    except DockerException:
+        return False
 
 
 def _restarted(pod, container: str) -> bool:
