@@ -220,3 +220,40 @@ def test_a_registry_that_refuses_the_push_is_one_line(kube_test_cluster):
     finally:
         subprocess.run(cli_argv(name, "destroy"), capture_output=True, timeout=300,
                        check=False)
+
+
+def test_a_role_without_a_verb_is_named(kube_test_cluster, tmp_path):
+    """A namespace whose Role lets the caller read pods but not list deployments: `up`
+    names the verb and the resource, before anything is made."""
+    kube, ns = kube_test_cluster, f"role-{uuid.uuid4().hex[:4]}"
+    kube.kubectl("create", "namespace", ns)
+    try:
+        kube.kubectl("-n", ns, "create", "serviceaccount", "learner")
+        kube.kubectl("-n", ns, "create", "role", "partial", "--verb=get,list",
+                     "--resource=pods")
+        kube.kubectl("-n", ns, "create", "rolebinding", "partial", "--role=partial",
+                     f"--serviceaccount={ns}:learner")
+        token = kube.kubectl("-n", ns, "create", "token", "learner").strip()
+        server = json.loads(kube.kubectl("config", "view", "--raw", "-o", "json"))[
+            "clusters"][0]["cluster"]
+        config = tmp_path / "kubeconfig"
+        config.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+            "clusters": [{"name": "c", "cluster": server}],
+            "users": [{"name": "sa", "user": {"token": token}}],
+            "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa",
+                                                    "namespace": ns}}]}))
+        name = f"k8s-role-{uuid.uuid4().hex[:4]}"
+        result = subprocess.run(
+            cli_argv(name, "up", "--profile", "mini", "--systems", "graphcore", "--provider",
+                     "kubernetes", "--kubeconfig", str(config), "--namespace", ns,
+                     "--registry", f"{kube.info['registry']}/aitestbed"),
+            capture_output=True, text=True, timeout=300, check=False)
+        subprocess.run(cli_argv(name, "destroy"), capture_output=True, timeout=120,
+                       check=False)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert f"namespace {ns}: not allowed to list deployments" in result.stderr, \
+            result.stderr
+        assert "docs/kubernetes.md" in result.stderr
+    finally:
+        kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
