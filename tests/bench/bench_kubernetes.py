@@ -116,7 +116,8 @@ def main() -> None:
     print("The Kubernetes provider (a two-worker test cluster on this machine)")
     print(f"  make kube-test-cluster (binaries cached): {figures['kube_up']:.1f} s")
     print(f"  full profile, Docker provider, warm up: {figures['docker']:.1f} s")
-    print(f"  full profile, Kubernetes, first up (push + pulls): {figures['k8s_first']:.1f} s")
+    print(f"  full profile, Kubernetes, first up (pushes of what the registry lacks, the "
+          f"workers' pulls): {figures['k8s_first']:.1f} s")
     print(f"  full profile, Kubernetes, second up (workers hold the images): "
           f"{figures['k8s_second']:.1f} s = {ratio:.2f}x Docker's (target 2x)")
     print(f"  pods per worker: {dict(spread)} (none may be Pending)")

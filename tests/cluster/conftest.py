@@ -181,11 +181,11 @@ def _kube_down() -> None:
 
 
 def pytest_runtest_teardown(item, nextitem):
+    """The last test that uses the Kubernetes test cluster has run: it is removed at the
+    next test's setup (pytest_runtest_setup), once the module fixtures that run on it
+    (a testbed on it) have been torn down."""
     if "kube_test_cluster" in getattr(item, "fixturenames", ()) and (
             nextitem is None or "kube_test_cluster" not in getattr(nextitem, "fixturenames", ())):
-        # After the module fixtures that use it are finalized (they run first: this hook
-        # is called before the session's own teardown, so module fixtures of `item` are
-        # torn down by pytest right after; the cluster goes at the next item's setup).
         item.config._aitestbed_kube_done = True
 
 

@@ -133,6 +133,18 @@ def test_pods_are_unprivileged_and_secrets_stay_secrets(kcluster, kube_test_clus
     assert {c["spec"]["accessModes"][0] for c in claims} == {"ReadWriteMany"}
 
 
+def test_a_learner_cannot_read_the_nodes_secrets(kcluster):
+    """As the attacker, a learner on the login pod: the munge key and the host key the
+    init container unpacked are root's, the Secrets themselves are not mounted in the
+    node's container, and the pod holds no Kubernetes credentials."""
+    rc, out = kcluster.run(LOGIN, "cat /etc/aitestbed/cluster/munge.key")
+    assert rc != 0 and "Permission denied" in out, out
+    rc, out = kcluster.run(LOGIN, "cat /etc/aitestbed/node/ssh_host_ed25519_key")
+    assert rc != 0 and "Permission denied" in out, out
+    rc, out = kcluster.run(LOGIN, "ls /.aitestbed /var/run/secrets/kubernetes.io")
+    assert rc != 0 and out.count("No such file or directory") == 2, out
+
+
 def test_a_lost_worker_brings_every_node_back_on_the_other(kcluster, kube_test_cluster):
     kube = kube_test_cluster
     token = uuid.uuid4().hex
@@ -161,6 +173,9 @@ def test_a_lost_worker_brings_every_node_back_on_the_other(kcluster, kube_test_c
                  for p in pods(kube, kcluster.name)}
         assert set(after) == NODES and worker not in after.values(), (before, after, waited)
         print(f"every node ready {time.monotonic() - started:.0f} s after {worker} stopped")
+        # Without --ssh-address the ssh config names the machine the login pod ran on:
+        # when that machine is the lost one, `up` points it at the new one (docs).
+        kcluster.cli("up", timeout=600)
         kcluster.log_out(LOGIN)  # the login node may have moved: a new passcode login
         login = kcluster.log_in(LOGIN)
         assert login.returncode == 0, login.stderr

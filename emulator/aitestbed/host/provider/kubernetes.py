@@ -2,7 +2,7 @@
 
 - a node is a one-replica Deployment named after it (a StatefulSet's controller sets the
   pod's hostname to `<name>-0`): the pod's `hostname` is the guide's name, its
-  `subdomain` the headless Service `nodes`, whose domain is in every pod's search path,
+  `subdomain` the headless Service `nodes` (ready pods only), whose domain is in every pod's search path,
   so short names resolve on every node as under Docker. When a pod or its machine is
   lost, the Deployment makes it again (elsewhere) with the same name and volumes;
 - `down` scales the Deployments to zero (volumes kept), `up` back to one;
@@ -304,8 +304,9 @@ class KubernetesProvider(Provider):
         self._apply(core.read_namespaced_service, core.create_namespaced_service, None, SERVICE, {
             "metadata": {"name": SERVICE, "labels": labels},
             "spec": {"clusterIP": "None", "selector": labels,
-                     # names resolve while a node starts (slurmctld asks for its nodes)
-                     "publishNotReadyAddresses": True,
+                     # Only ready pods' names: a pod left Terminating on a lost machine
+                     # has the same hostname as its replacement, and slurmctld would
+                     # reach for the dead address.
                      "ports": [{"name": "ssh", "port": 22}]},
         }, "services")
         # A short alias (`vipu`, a round-robin login name) is a headless Service of its
@@ -315,7 +316,7 @@ class KubernetesProvider(Provider):
             self._apply(core.read_namespaced_service, core.create_namespaced_service, None,
                         alias, {
                             "metadata": {"name": alias, "labels": labels},
-                            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                            "spec": {"clusterIP": "None",
                                      "selector": {LABEL_CLUSTER: cluster,
                                                   alias_label(alias): "true"},
                                      "ports": [{"name": "ssh", "port": 22}]}}, "services")
