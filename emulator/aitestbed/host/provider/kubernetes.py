@@ -2,9 +2,10 @@
 
 - a node is a one-replica Deployment named after it (a StatefulSet's controller sets the
   pod's hostname to `<name>-0`): the pod's `hostname` is the guide's name, its
-  `subdomain` the headless Service `nodes` (ready pods only), whose domain is in every pod's search path,
-  so short names resolve on every node as under Docker. When a pod or its machine is
-  lost, the Deployment makes it again (elsewhere) with the same name and volumes;
+  `subdomain` the headless Service `nodes` (ready pods only), whose domain is in every
+  pod's search path, so short names resolve on every node as under Docker. When a pod
+  or its machine is lost, the Deployment makes it again (elsewhere) with the same name
+  and volumes;
 - `down` scales the Deployments to zero (volumes kept), `up` back to one;
 - the shared file systems and each node's own volumes are PersistentVolumeClaims of the
   storage class the user names (ReadWriteMany: a node may come back on another machine).
