@@ -128,9 +128,9 @@ def up(ctx: click.Context, profile: str | None, systems: str | None, wait: bool,
 @cli.command()
 @click.pass_context
 def down(ctx: click.Context) -> None:
-    """Stop the cluster's containers; keep containers, volumes and state."""
+    """Stop the cluster's nodes; keep them, their volumes and the state."""
     stopped = lifecycle.down(ctx.obj["name"])
-    click.echo(f"cluster {ctx.obj['name']!r} stopped ({stopped} containers)", err=True)
+    click.echo(f"cluster {ctx.obj['name']!r} stopped ({stopped} nodes)", err=True)
 
 
 @cli.command()

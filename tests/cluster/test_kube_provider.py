@@ -147,6 +147,21 @@ def test_a_learner_cannot_read_the_nodes_secrets(kcluster):
 
 def test_a_lost_worker_brings_every_node_back_on_the_other(kcluster, kube_test_cluster):
     kube = kube_test_cluster
+    placed = {p["spec"]["hostname"]: p["spec"]["nodeName"] for p in pods(kube, kcluster.name)}
+    if placed[NODE] == placed["gc-slurmctld"]:
+        # The harder case, made certain: the controller stays up while the node comes
+        # back at a new address (a controller that cached the old one set it DOWN again
+        # and again). The node's pod is first moved off the controller's machine.
+        kube.kubectl("cordon", placed[NODE])
+        try:
+            kube.kubectl("-n", "aitestbed", "delete", "pod", "-l",
+                         f"aitestbed.cluster={kcluster.name},aitestbed.node={NODE}",
+                         timeout=180)
+            kcluster.cli("wait", "--timeout", "180", timeout=240)
+        finally:
+            kube.kubectl("uncordon", placed[NODE])
+        rc, out = kcluster.run(LOGIN, f"srun -w {NODE} hostname")
+        assert rc == 0 and out.strip().splitlines()[-1] == NODE, out
     token = uuid.uuid4().hex
     rc, out = kcluster.run(LOGIN, f"echo {token} > ~/kept.txt && sbatch --parsable --ipus=1 "
                                   f"-w {NODE} -o /dev/null --wrap 'sleep 900'")

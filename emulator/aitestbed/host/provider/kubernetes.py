@@ -109,7 +109,11 @@ def kubectl_path() -> str:
         return found
     cache = os.environ.get("AITESTBED_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aitestbed")
-    built = sorted(glob.glob(os.path.join(cache, "kubernetes", "v*", "kubectl")))
+    def version(path: str) -> tuple[int, ...]:  # v1.32.13 after v1.32.9
+        name = Path(path).parent.name.lstrip("v")
+        return tuple(int(part) if part.isdigit() else -1 for part in name.split("."))
+
+    built = sorted(glob.glob(os.path.join(cache, "kubernetes", "v*", "kubectl")), key=version)
     if built:
         return built[-1]
     raise AitestbedError("kubectl is missing: install it, or `make kube-test-cluster` "
@@ -640,8 +644,7 @@ class KubernetesProvider(Provider):
         except (ValueError, KeyError, IndexError, TypeError) as error:
             # The error channel holds no exit code: the kubelet could not run it (its
             # machine is gone, the container stopped).
-            text = client.read_channel(ERROR_CHANNEL) if hasattr(client, "read_channel") \
-                else b""
+            text = client.read_channel(ERROR_CHANNEL)
             raise NodeGone(" ".join(str(text or error).split())[:300]) from None
         finally:
             client.close()
