@@ -17,6 +17,7 @@ import re
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from aitestbed.host.driver import cli_argv
@@ -252,38 +253,84 @@ def test_a_registry_that_refuses_the_push_is_one_line(kube_test_cluster):
                        check=False)
 
 
+def _service_account(kube, ns: str, tmp_path, role: str) -> str:
+    """A service account in namespace ns bound to the Role given as YAML; its token's
+    kubeconfig (the caller a centre gives a workshop's operator)."""
+    kube.kubectl("-n", ns, "create", "serviceaccount", "learner")
+    kube.kubectl("-n", ns, "apply", "-f", "-", stdin=role)
+    kube.kubectl("-n", ns, "create", "rolebinding", "testbed", "--role=aitestbed",
+                 f"--serviceaccount={ns}:learner")
+    token = kube.kubectl("-n", ns, "create", "token", "learner").strip()
+    server = json.loads(kube.kubectl("config", "view", "--raw", "-o", "json"))[
+        "clusters"][0]["cluster"]
+    config = tmp_path / f"kubeconfig-{ns}"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "c", "cluster": server}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa",
+                                                "namespace": ns}}]}))
+    return str(config)
+
+
+def _up(name: str, kube, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(
+            cli_argv(name, "up", "--profile", "mini", "--systems", "graphcore", "--provider",
+                     "kubernetes", "--registry", f"{kube.info['registry']}/aitestbed", *args),
+            capture_output=True, text=True, timeout=timeout, check=False)
+    finally:
+        subprocess.run(cli_argv(name, "destroy"), capture_output=True, timeout=120,
+                       check=False)
+
+
 def test_a_role_without_a_verb_is_named(kube_test_cluster, tmp_path):
     """A namespace whose Role lets the caller read pods but not list deployments: `up`
     names the verb and the resource, before anything is made."""
     kube, ns = kube_test_cluster, f"role-{uuid.uuid4().hex[:4]}"
     kube.kubectl("create", "namespace", ns)
     try:
-        kube.kubectl("-n", ns, "create", "serviceaccount", "learner")
-        kube.kubectl("-n", ns, "create", "role", "partial", "--verb=get,list",
-                     "--resource=pods")
-        kube.kubectl("-n", ns, "create", "rolebinding", "partial", "--role=partial",
-                     f"--serviceaccount={ns}:learner")
-        token = kube.kubectl("-n", ns, "create", "token", "learner").strip()
-        server = json.loads(kube.kubectl("config", "view", "--raw", "-o", "json"))[
-            "clusters"][0]["cluster"]
-        config = tmp_path / "kubeconfig"
-        config.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-            "clusters": [{"name": "c", "cluster": server}],
-            "users": [{"name": "sa", "user": {"token": token}}],
-            "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa",
-                                                    "namespace": ns}}]}))
-        name = f"k8s-role-{uuid.uuid4().hex[:4]}"
-        result = subprocess.run(
-            cli_argv(name, "up", "--profile", "mini", "--systems", "graphcore", "--provider",
-                     "kubernetes", "--kubeconfig", str(config), "--namespace", ns,
-                     "--registry", f"{kube.info['registry']}/aitestbed"),
-            capture_output=True, text=True, timeout=300, check=False)
-        subprocess.run(cli_argv(name, "destroy"), capture_output=True, timeout=120,
-                       check=False)
+        config = _service_account(kube, ns, tmp_path, """apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: aitestbed}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get, list]}]
+""")
+        result = _up(f"k8s-role-{uuid.uuid4().hex[:4]}", kube, "--kubeconfig", config,
+                     "--namespace", ns)
         assert result.returncode != 0 and "Traceback" not in result.stderr
         assert f"namespace {ns}: not allowed to list deployments" in result.stderr, \
             result.stderr
         assert "docs/kubernetes.md" in result.stderr
+    finally:
+        kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_a_storage_class_the_cluster_lacks_is_named(kube_test_cluster, tmp_path):
+    """`--storage-class` naming a class the cluster lacks: refused before anything is made
+    by a caller that may read storage classes; with the Role of docs/kubernetes.md (which
+    may not: they are the cluster's), `up` runs as far as the nodes, whose claim stays
+    unbound, and names the claim, its class and the provisioner's words."""
+    kube = kube_test_cluster
+    absent = f"sc-{uuid.uuid4().hex[:4]}"
+    result = _up(f"k8s-sc-{uuid.uuid4().hex[:4]}", kube, "--kubeconfig",
+                 kube.info["kubeconfig"], "--namespace", absent, "--storage-class", "nosuch")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "the cluster has no storage class 'nosuch'" in result.stderr, result.stderr
+    assert not kube.kubectl("get", "namespace", absent, check=False).strip()  # nothing made
+
+    docs = (Path(__file__).parents[2] / "docs" / "kubernetes.md").read_text()
+    role = re.search(r"```yaml\n(apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n.*?)```",
+                     docs, re.S).group(1)
+    ns = f"sc-{uuid.uuid4().hex[:4]}"
+    kube.kubectl("create", "namespace", ns)
+    try:
+        config = _service_account(kube, ns, tmp_path,
+                                  role.replace("namespace: aitestbed", f"namespace: {ns}"))
+        result = _up(f"k8s-sc-{uuid.uuid4().hex[:4]}", kube, "--kubeconfig", config,
+                     "--namespace", ns, "--storage-class", "nosuch", "--timeout", "180")
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert re.search(r"its volume claim \S+ of storage class nosuch is not bound "
+                         r"\(storageclass\.storage\.k8s\.io \"nosuch\" not found\)",
+                         result.stderr), result.stderr
     finally:
         kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)

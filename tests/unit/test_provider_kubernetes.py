@@ -18,7 +18,9 @@ from aitestbed.host.provider.kubernetes import (
     REPLACE_TREE,
     SIDE,
     KubernetesProvider,
+    CLAIMS_UNBOUND,
     _status,
+    claim_problem,
     init_script,
     object_name,
     requests_for,
@@ -139,6 +141,30 @@ def test_node_status_from_its_deployment_and_pod():
                                          "available: 2 Insufficient memory.")])
     assert "asks for cpu 250m, memory 512Mi" in problem and "Insufficient memory" in problem
     assert _status(one, [_pod("Running", None, waiting="CrashLoopBackOff")])[0] == "restarting"
+    status, problem = _status(one, [_pod("Pending", None, scheduled="0/2 nodes are available: "
+                                         "pod has unbound immediate PersistentVolumeClaims.")])
+    assert status == "pending" and problem.startswith(CLAIMS_UNBOUND)
+    assert "asks for" not in problem  # not a matter of CPU or memory
+
+
+def test_an_unbound_claim_is_named_with_its_class_and_the_last_warning():
+    claim = NS(metadata=NS(name="tb-home"), spec=NS(storage_class_name="rwo-only"))
+
+    def event(kind, message, at):
+        return NS(type=kind, message=message, last_timestamp=None, event_time=None,
+                  metadata=NS(creation_timestamp=NS(isoformat=lambda at=at: at)))
+
+    events = [event("Warning", "old failure", "2026-01-01T00:00:01"),
+              event("Normal", "waiting for a volume", "2026-01-01T00:00:03"),
+              event("Warning", "failed to provision volume with StorageClass \"rwo-only\": "
+                    "NodePath only supports ReadWriteOnce access modes", "2026-01-01T00:00:02")]
+    problem = claim_problem(claim, events)
+    assert problem.startswith("its volume claim tb-home of storage class rwo-only is not bound")
+    assert "only supports ReadWriteOnce" in problem and "old failure" not in problem
+    assert "--storage-class" in problem and "\n" not in problem
+    # A Role that may not read events: the claim and its class are still named.
+    default = NS(metadata=NS(name="tb-home"), spec=NS(storage_class_name=None))
+    assert "of storage class the cluster's default is not bound:" in claim_problem(default, [])
 
 
 def test_no_context_is_one_line(tmp_path, monkeypatch):
@@ -165,3 +191,51 @@ current-context: x
 def test_a_bad_namespace_is_refused_before_any_call():
     with pytest.raises(AitestbedError, match="bad namespace"):
         KubernetesProvider(namespace="Not_A_Label").check()
+
+
+class _Storage:
+    """StorageV1Api's two calls the provider makes, answering as a cluster would."""
+
+    def __init__(self, classes=(), status=None):
+        self.classes, self.status = list(classes), status
+
+    def _raise(self):
+        from kubernetes.client.exceptions import ApiException
+        if self.status:
+            raise ApiException(status=self.status, reason="refused")
+
+    def read_storage_class(self, name, _request_timeout=None):
+        self._raise()
+        found = [c for c in self.classes if c.metadata.name == name]
+        if not found:
+            from kubernetes.client.exceptions import ApiException
+            raise ApiException(status=404, reason="Not Found")
+        return found[0]
+
+    def list_storage_class(self, _request_timeout=None):
+        self._raise()
+        return NS(items=self.classes)
+
+
+def _storage_class(name, default=False):
+    annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else None
+    return NS(metadata=NS(name=name, annotations=annotations))
+
+
+@pytest.mark.parametrize("storage_class, classes, status, error", [
+    ("nosuch", [_storage_class("shared", True)], None, "no storage class 'nosuch'"),
+    ("shared", [_storage_class("shared")], None, None),
+    (None, [_storage_class("shared")], None, "no default storage class"),
+    (None, [_storage_class("shared", True)], None, None),
+    ("nosuch", [], 403, None),  # a namespaced Role cannot read classes: claims tell later
+])
+def test_the_storage_class_is_checked_before_anything_is_made(storage_class, classes, status,
+                                                              error):
+    provider = KubernetesProvider(storage_class=storage_class)
+    provider._api = NS(storage=_Storage(classes, status))
+    if error:
+        with pytest.raises(AitestbedError, match=error) as raised:
+            provider._check_storage_class()
+        assert "--storage-class" in str(raised.value)
+    else:
+        provider._check_storage_class()

@@ -52,6 +52,8 @@ STOP_GRACE = 15  # seconds, as the Docker provider's stop timeout
 # How long a node's pod stays on a machine that stopped answering before it is made
 # again elsewhere (Kubernetes' default is 300 s).
 LOST_MACHINE_SECONDS = 10
+# The problem of a node whose claims are not bound; the provider names the claim and why.
+CLAIMS_UNBOUND = "its volume claims are not bound"
 # A problem (Unschedulable, an image that cannot be pulled) is reported once it lasted so long.
 SIDE = "/.aitestbed"  # where the init container sees the volumes it fills
 # CPU and memory each node class asks for (the scheduler spreads nodes by them), unless the
@@ -301,7 +303,33 @@ class KubernetesProvider(Provider):
             images.say(f"pushed {refs[node_class]} in {time.monotonic() - started:.0f} s")
         return refs
 
+    def _check_storage_class(self) -> None:
+        """The named storage class exists, or the cluster has a default one: asked before
+        anything is made. A Role that may not read storage classes (they are the
+        cluster's, not the namespace's) skips it: claims that stay unbound are named
+        while the nodes start (`_claims_problem`)."""
+        from kubernetes.client.exceptions import ApiException
+        name, storage = self.options.storage_class, self.api.storage
+        try:
+            if name:
+                storage.read_storage_class(name, _request_timeout=30)
+                return
+            classes = storage.list_storage_class(_request_timeout=30).items
+        except ApiException as err:
+            if err.status in (401, 403):
+                return  # a namespaced Role
+            if err.status == 404:
+                raise AitestbedError(
+                    f"the cluster has no storage class {name!r}: --storage-class must name "
+                    "a ReadWriteMany one (`kubectl get storageclass` lists them)") from None
+            raise _api_error(err, "read storageclasses", self.namespace) from None
+        if not any(_is_default_class(c) for c in classes):
+            raise AitestbedError(
+                "the cluster has no default storage class: name a ReadWriteMany one with "
+                "--storage-class (`kubectl get storageclass` lists them)")
+
     def ensure_network(self, cluster: str, topology: Topology) -> list[str]:
+        self._check_storage_class()
         self._ensure_namespace()
         self._owner_check(cluster)
         core, net = self.api.core, self.api.net
@@ -445,15 +473,40 @@ class KubernetesProvider(Provider):
         for pod in self._pods(cluster):
             if pod.metadata.deletion_timestamp is None:
                 pods.setdefault((pod.metadata.labels or {}).get(LABEL_NODE), []).append(pod)
-        handles = {}
+        handles, claims = {}, None
         for deployment in deployments:
             node = (deployment.metadata.labels or {}).get(LABEL_NODE)
             if not node:
                 continue
             image = deployment.spec.template.spec.containers[0].image
             status, problem = _status(deployment, pods.get(node, []))
+            if problem and problem.startswith(CLAIMS_UNBOUND):
+                claims = claims or self._claims_problem(cluster) or problem
+                problem = claims
             handles[node] = NodeHandle(node, status, image, None, problem)
         return handles
+
+    def _claims_problem(self, cluster: str) -> str | None:
+        """Which of the cluster's claims is not bound, and why (its last warning event,
+        where the Role lets us read events)."""
+        from kubernetes.client.exceptions import ApiException
+        core = self.api.core
+        claims = self._call("list persistentvolumeclaims",
+                            core.list_namespaced_persistent_volume_claim, self.namespace,
+                            label_selector=f"{LABEL_CLUSTER}={cluster}").items
+        unbound = sorted((c for c in claims if c.status.phase != "Bound"),
+                         key=lambda c: c.metadata.name)
+        if not unbound:
+            return None
+        claim = unbound[0]
+        try:
+            events = core.list_namespaced_event(
+                self.namespace, _request_timeout=30,
+                field_selector="involvedObject.kind=PersistentVolumeClaim,"
+                               f"involvedObject.name={claim.metadata.name}").items
+        except ApiException:
+            events = []  # a Role without events: the claim's name and class still help
+        return claim_problem(claim, events)
 
     def create_node(self, state: ClusterState, record: ClusterRecord, node: Node,
                     image: str) -> None:
@@ -754,6 +807,7 @@ class _Apis:
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.net = client.NetworkingV1Api(api_client)
+        self.storage = client.StorageV1Api(api_client)
         self.version = client.VersionApi(api_client)
 
 
@@ -773,6 +827,26 @@ def _api_error(err, what: str, namespace: str) -> AitestbedError:
     if err.status == 404 and "namespaces" in reason:
         return AitestbedError(f"namespace {namespace} does not exist: {reason}")
     return AitestbedError(f"Kubernetes refused to {what}: {reason}")
+
+
+def claim_problem(claim, events: list) -> str:
+    """One line on an unbound claim: its name, its class, the last warning about it."""
+    def when(event) -> str:
+        stamp = event.last_timestamp or event.event_time or event.metadata.creation_timestamp
+        return stamp.isoformat() if stamp else ""
+
+    warnings = sorted((e for e in events if e.type == "Warning" and e.message), key=when)
+    why = f" ({' '.join(warnings[-1].message.split())})" if warnings else ""
+    storage_class = claim.spec.storage_class_name or "the cluster's default"
+    return (f"its volume claim {claim.metadata.name} of storage class {storage_class} is "
+            f"not bound{why}: the provider needs a class that makes ReadWriteMany volumes "
+            "(--storage-class)")
+
+
+def _is_default_class(storage_class) -> bool:
+    annotations = storage_class.metadata.annotations or {}
+    return any(annotations.get(f"storageclass{beta}.kubernetes.io/is-default-class") == "true"
+               for beta in ("", ".beta"))
 
 
 def _in_registry(client, remote: str) -> bool:
@@ -814,6 +888,9 @@ def _status(deployment, pods: list) -> tuple[str, str | None]:
             return "restarting", None
     if phase == "Pending":
         for condition in pod.status.conditions or []:
+            if condition.type == "PodScheduled" and condition.status == "False" \
+                    and re.search(r"PersistentVolumeClaim|volume", condition.message or ""):
+                return "pending", f"{CLAIMS_UNBOUND}: {' '.join(condition.message.split())}"
             if condition.type == "PodScheduled" and condition.status == "False" \
                     and condition.reason == "Unschedulable":
                 asked = pod.spec.containers[0].resources.requests or {}
