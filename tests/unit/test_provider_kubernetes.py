@@ -15,10 +15,10 @@ from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node
 from aitestbed.host.provider import get
 from aitestbed.host.provider.kubernetes import (
+    CLAIMS_UNBOUND,
     REPLACE_TREE,
     SIDE,
     KubernetesProvider,
-    CLAIMS_UNBOUND,
     _status,
     claim_problem,
     init_script,
