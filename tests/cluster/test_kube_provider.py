@@ -161,7 +161,14 @@ def test_a_lost_worker_brings_every_node_back_on_the_other(kcluster, kube_test_c
             kcluster.cli("wait", "--timeout", "180", timeout=240)
         finally:
             kube.kubectl("uncordon", placed[NODE])
-        rc, out = kcluster.run(LOGIN, f"srun -w {NODE} hostname")
+        # The cluster's DNS answers with the new address once its cache of the old one
+        # expires (CoreDNS's ttl: 5 s on the test cluster, 30 s as kubeadm sets it).
+        deadline = time.monotonic() + 60
+        while True:
+            rc, out = kcluster.run(LOGIN, f"srun -w {NODE} hostname")
+            if rc == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(3)
         assert rc == 0 and out.strip().splitlines()[-1] == NODE, out
     token = uuid.uuid4().hex
     rc, out = kcluster.run(LOGIN, f"echo {token} > ~/kept.txt && sbatch --parsable --ipus=1 "

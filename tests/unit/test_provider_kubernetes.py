@@ -239,3 +239,42 @@ def test_the_storage_class_is_checked_before_anything_is_made(storage_class, cla
         assert "--storage-class" in str(raised.value)
     else:
         provider._check_storage_class()
+
+
+def test_a_token_kubeconfig_sends_its_bearer_token(tmp_path):
+    """A service account's kubeconfig (a token, no certificate) must reach the API server
+    as that account: kubernetes 36.0.0 sent no token (kubernetes-client/python#2582), so
+    every call was system:anonymous's."""
+    config = tmp_path / "kubeconfig"
+    config.write_text("""apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: sa, user: {token: the-token}}]
+contexts: [{name: sa, context: {cluster: c, user: sa}}]
+current-context: sa
+""")
+    provider = KubernetesProvider(kubeconfig=str(config))
+    headers: dict = {}
+    provider.api.core.api_client.update_params_for_auth(headers, [], ["BearerToken"])
+    assert headers.get("authorization") == "Bearer the-token"
+
+
+@pytest.mark.parametrize("status, gone", [(500, True), (404, True), (403, False)])
+def test_exec_on_a_machine_the_api_server_cannot_reach_is_a_node_gone(monkeypatch, status,
+                                                                       gone):
+    """A stopped machine's pod still listed Running: exec's handshake gets a 500 ("error
+    dialing backend"), which `wait` must take as a node not ready, not as a refusal."""
+    from aitestbed.host.provider.base import NodeGone
+    from kubernetes import stream as stream_module
+    from kubernetes.client.exceptions import ApiException
+
+    def refused(*args, **kwargs):
+        raise ApiException(status=status, reason="error dialing backend: dial tcp "
+                                                 "10.0.0.2:10250: i/o timeout")
+
+    provider = KubernetesProvider()
+    monkeypatch.setattr(provider, "_running_pod", lambda cluster, node: "pod-1")
+    monkeypatch.setattr(provider, "_exec_api", lambda: NS(connect_get_namespaced_pod_exec=None))
+    monkeypatch.setattr(stream_module, "stream", refused)
+    with pytest.raises(NodeGone if gone else AitestbedError):
+        provider._stream("c", "gc-poplar-02", ["true"])

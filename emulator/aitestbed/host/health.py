@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.provider import NodeGone, Provider
+from aitestbed.host.provider.base import PROBLEM_LASTS
 from aitestbed.host.state import ClusterState
 
 HEALTH_COMMAND = ["/usr/local/sbin/aitestbed-node-health"]
@@ -87,7 +88,6 @@ def _last_log_line(provider: Provider, cluster: str, node: str) -> str:
     return lines[-1] if lines else ""
 
 
-PROBLEM_LASTS = 15.0  # seconds a provider's problem (Unschedulable, ErrImagePull) may last
 
 
 def wait_ready(provider: Provider, cluster: str, nodes: list[str],

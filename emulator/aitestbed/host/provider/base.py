@@ -47,6 +47,11 @@ class ExecResult:
         return (self.stdout + self.stderr).decode(errors="replace")
 
 
+# Seconds a node's problem (Unschedulable, ErrImagePull, claims not bound) may last before
+# `up`/`wait` stop on it: it may pass (a volume still being bound).
+PROBLEM_LASTS = 15.0
+
+
 class NodeGone(Exception):
     """The node has no container or pod, or it stopped while a command ran."""
 

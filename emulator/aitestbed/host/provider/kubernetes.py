@@ -40,7 +40,13 @@ from pathlib import Path
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
 from aitestbed.host.naming import LABEL_CLASS, LABEL_CLUSTER, LABEL_NODE, LABEL_SYSTEM
-from aitestbed.host.provider.base import ExecResult, NodeGone, NodeHandle, Provider
+from aitestbed.host.provider.base import (
+    PROBLEM_LASTS,
+    ExecResult,
+    NodeGone,
+    NodeHandle,
+    Provider,
+)
 from aitestbed.host.state import ClusterRecord, ClusterState
 from aitestbed.node.config import CLUSTER_DIR, NODE_DIR
 
@@ -669,8 +675,11 @@ class KubernetesProvider(Provider):
                           stdout=True, stderr=True, tty=False, _preload_content=False,
                           binary=True)
         except ApiException as err:
-            if err.status in (404, 400):
-                raise NodeGone(f"node {node}: {err.reason}") from err
+            # 5xx: the API server cannot reach the pod's machine (its kubelet is gone:
+            # "error dialing backend"), a node not ready, not a refusal.
+            if err.status in (404, 400) or (err.status or 0) >= 500:
+                raise NodeGone(f"node {node}: {' '.join(str(err.reason).split())[:300]}") \
+                    from err
             raise _api_error(err, "create pods/exec", self.namespace) from None
         except Exception as err:  # the websocket's own errors (handshake refused, closed)
             text = " ".join(str(err).split())
@@ -763,15 +772,22 @@ class KubernetesProvider(Provider):
                                  f"{node}-ssh", self.namespace)
             ports[node] = int(service.spec.ports[0].node_port)
         address = self.options.ssh_address
-        deadline = time.monotonic() + timeout
+        deadline, since = time.monotonic() + timeout, None
         while address is None:
             pod = self._pod(cluster, login[0])
             address = pod.status.host_ip if pod is not None and pod.status else None
             if address is None:
+                # A pod no machine takes (its claims unbound, too little CPU) says why, as
+                # `wait` does, once that has lasted PROBLEM_LASTS.
+                problem = self.nodes(cluster).get(login[0])
+                problem = problem.problem if problem is not None else None
+                since = (since or time.monotonic()) if problem else None
+                if problem and time.monotonic() - since >= PROBLEM_LASTS:
+                    raise AitestbedError(f"{login[0]}: {problem}")
                 if time.monotonic() > deadline:
                     raise AitestbedError(f"{login[0]} has no machine after {timeout:.0f} s: "
                                          "give --ssh-address")
-                time.sleep(0.5)
+                time.sleep(0.5 if problem is None else 2)
         return address, ports
 
     def destroy(self, cluster: str) -> list[str]:
