@@ -675,11 +675,18 @@ class KubernetesProvider(Provider):
                           stdout=True, stderr=True, tty=False, _preload_content=False,
                           binary=True)
         except ApiException as err:
+            reason = " ".join(str(err.reason).split())
+            # The websocket's handshake failing is status 0, its HTTP status in the text.
+            found = re.search(r"Handshake status (\d+)", reason)
+            status = err.status or (int(found.group(1)) if found else 0)
+            if status == 403:
+                raise AitestbedError(
+                    f"namespace {self.namespace}: the Role does not allow create on "
+                    "pods/exec (docs/kubernetes.md lists the verbs)") from None
             # 5xx: the API server cannot reach the pod's machine (its kubelet is gone:
             # "error dialing backend"), a node not ready, not a refusal.
-            if err.status in (404, 400) or (err.status or 0) >= 500:
-                raise NodeGone(f"node {node}: {' '.join(str(err.reason).split())[:300]}") \
-                    from err
+            if status in (0, 400, 404) or status >= 500:
+                raise NodeGone(f"node {node}: {reason[:300]}") from err
             raise _api_error(err, "create pods/exec", self.namespace) from None
         except Exception as err:  # the websocket's own errors (handshake refused, closed)
             text = " ".join(str(err).split())
