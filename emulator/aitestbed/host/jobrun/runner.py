@@ -144,12 +144,16 @@ class Remote:
         rc, out, err = self.exec(["runuser", "-l", self.user, "-c", command], as_user=False)
         return rc, out.decode(errors="replace"), err.decode(errors="replace")
 
-    def stdin(self, argv: list[str], data: bytes, timeout: float = 600) -> tuple[int, str]:
+    def stdin(self, argv: list[str], data: bytes, timeout: float = 600
+              ) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr): kept apart, as the terminal's tool may write on
+        stderr (kubectl's "Unknown stream id" lines) what is not the command's output."""
         command = self.where.terminal_argv(self.cluster, self.node, argv, tty=False,
                                            user=self.user)
         result = subprocess.run(command, input=data, capture_output=True, timeout=timeout,
                                 check=False)
-        return result.returncode, (result.stdout + result.stderr).decode(errors="replace")
+        return (result.returncode, result.stdout.decode(errors="replace"),
+                result.stderr.decode(errors="replace"))
 
     def popen(self, command: str) -> subprocess.Popen:
         argv = self.where.terminal_argv(self.cluster, self.node,
@@ -177,10 +181,10 @@ def upload(remote: Remote, directory: Path, files: list[str], count: int,
         'tar -x -p -f - -C "$root/src"; '
         f'for i in $(seq 1 {count}); do cp -a "$root/src" "$root/$i"; touch "$root/.$i.start";'
         ' done; rm -rf "$root/src"; echo "$root"')
-    rc, out = remote.stdin(["sh", "-c", script], data)
-    if rc:
+    rc, out, err = remote.stdin(["sh", "-c", script], data)
+    if rc or not out.strip():
         raise AitestbedError(f"copying {directory} to {remote.container} failed: "
-                             f"{out.strip()[-300:]}")
+                             f"{(out + err).strip()[-300:]}")
     root = out.strip().splitlines()[-1]
     return Workspace(root, [f"{root}/{i}" for i in range(1, count + 1)])
 
