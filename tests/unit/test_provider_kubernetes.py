@@ -23,7 +23,10 @@ from aitestbed.host.provider.kubernetes import (
     claim_problem,
     init_script,
     object_name,
+    pod_requests,
     requests_for,
+    shortfall,
+    takes_pods,
     tar_tree,
 )
 
@@ -145,6 +148,95 @@ def test_node_status_from_its_deployment_and_pod():
                                          "pod has unbound immediate PersistentVolumeClaims.")])
     assert status == "pending" and problem.startswith(CLAIMS_UNBOUND)
     assert "asks for" not in problem  # not a matter of CPU or memory
+
+
+def _container(cpu=None, memory=None):
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+    return NS(resources=NS(requests=requests))
+
+
+def test_a_pod_holds_its_containers_requests_or_its_largest_init_containers():
+    spec = NS(containers=[_container("250m", "512Mi"), _container("1")],
+              init_containers=[_container("100m", "2Gi")])
+    assert pod_requests(spec) == {"cpu": 1.25, "memory": 2 * 2**30}
+    assert pod_requests(NS(containers=[NS(resources=None)], init_containers=None)) == \
+        {"cpu": 0.0, "memory": 0.0}
+
+
+def test_cordoned_and_tainted_machines_take_no_pods():
+    assert takes_pods(NS(unschedulable=None, taints=None))
+    assert takes_pods(NS(unschedulable=False, taints=[NS(effect="PreferNoSchedule")]))
+    assert not takes_pods(NS(unschedulable=True, taints=None))
+    assert not takes_pods(NS(unschedulable=None, taints=[NS(effect="NoSchedule")]))
+
+
+@pytest.mark.parametrize("asked, expected", [
+    # short of CPU everywhere: the machine short of least
+    ({"cpu": "4", "memory": "512Mi"},
+     "the machine with the most room, kw-2, has cpu 1.9, memory 2.0Gi free: cpu 2.1 missing"),
+    # kw-2 lacks a third of the memory, kw-1 a twelfth of the CPU: the smaller share wins
+    ({"cpu": "1800m", "memory": "3Gi"},
+     "the machine with the most room, kw-1, has cpu 1.65, memory 3.0Gi free: cpu 150m missing"),
+    ({"memory": "8Gi"}, "the machine with the most room, kw-1, has memory 3.0Gi free: "
+                        "memory 5.0Gi missing"),
+    ({"cpu": "1", "memory": "1Gi"}, None),  # there is room: the scheduler's reason is another
+])
+def test_how_much_is_missing_on_the_machine_with_the_most_room(asked, expected):
+    room = {"kw-1": {"cpu": 1.65, "memory": 3 * 2**30},
+            "kw-2": {"cpu": 1.9, "memory": 2 * 2**30}}
+    assert shortfall(asked, room) == expected
+
+
+def test_no_machine_that_takes_pods_is_said():
+    assert "each is cordoned or tainted" in shortfall({"cpu": "1"}, {})
+
+
+class _Machines:
+    """CoreV1Api as the provider's nodes() reads it: a node pending for lack of CPU."""
+
+    def __init__(self, forbidden=False):
+        self.forbidden = forbidden
+        pending = _pod("Pending", None, scheduled="0/3 nodes are available: 2 Insufficient cpu.")
+        pending.metadata.labels = {"aitestbed.node": "gc-poplar-02"}
+        self.pods = [pending]
+
+    def list_namespaced_pod(self, namespace, label_selector=None, _request_timeout=None):
+        return NS(items=self.pods)
+
+    def list_node(self, _request_timeout=None):
+        if self.forbidden:
+            from kubernetes.client.exceptions import ApiException
+            raise ApiException(status=403, reason="Forbidden")
+        return NS(items=[
+            NS(metadata=NS(name="kw-1"), spec=NS(unschedulable=None, taints=None),
+               status=NS(allocatable={"cpu": "2", "memory": "4Gi"})),
+            NS(metadata=NS(name="kcp"), spec=NS(unschedulable=None,
+                                                taints=[NS(effect="NoSchedule")]),
+               status=NS(allocatable={"cpu": "2", "memory": "4Gi"}))])
+
+    def list_pod_for_all_namespaces(self, field_selector=None, _request_timeout=None):
+        assert "status.phase!=Succeeded" in field_selector
+        return NS(items=[NS(spec=NS(node_name="kw-1", containers=[_container("1", "1Gi")],
+                                    init_containers=None)),
+                         NS(spec=NS(node_name=None, containers=[_container("8")],
+                                    init_containers=None))])
+
+
+@pytest.mark.parametrize("forbidden", [False, True])
+def test_a_node_without_room_says_how_much_is_missing_where_machines_can_be_read(forbidden):
+    deployment = NS(metadata=NS(labels={"aitestbed.node": "gc-poplar-02"}),
+                    spec=NS(replicas=1, template=NS(spec=NS(containers=[NS(
+                        image="reg/ipu_node:1",
+                        resources=NS(requests={"cpu": "2", "memory": "512Mi"}))]))))
+    provider = KubernetesProvider()
+    provider._api = NS(core=_Machines(forbidden), apps=NS(
+        list_namespaced_deployment=lambda *a, **k: NS(items=[deployment])))
+    problem = provider.nodes("ci")["gc-poplar-02"].problem
+    assert problem.startswith("no machine can take it (it asks for cpu 250m, memory 512Mi): "
+                              "0/3 nodes are available: 2 Insufficient cpu."), problem
+    missing = "; the machine with the most room, kw-1, has cpu 1, memory 3.0Gi free: " \
+              "cpu 1 missing"
+    assert problem.endswith(missing) != forbidden, problem
 
 
 def test_an_unbound_claim_is_named_with_its_class_and_the_last_warning():
@@ -281,3 +373,17 @@ def test_exec_on_a_machine_the_api_server_cannot_reach_is_a_node_gone(monkeypatc
     monkeypatch.setattr(stream_module, "stream", refused)
     with pytest.raises(NodeGone if gone else AitestbedError):
         provider._stream("c", "gc-poplar-02", ["true"])
+
+
+def test_a_problem_counts_only_once_it_lasted_without_a_break():
+    from aitestbed.host.provider.base import PROBLEM_LASTS, Lasting
+    now = [0.0]
+    lasting = Lasting(clock=lambda: now[0])
+    assert not lasting.lasted("n1", "no machine can take it")
+    now[0] = PROBLEM_LASTS - 1
+    assert not lasting.lasted("n1", "no machine can take it")
+    assert not lasting.lasted("n1", None)  # it passed: the count starts over
+    assert not lasting.lasted("n1", "no machine can take it")
+    now[0] += PROBLEM_LASTS
+    assert lasting.lasted("n1", "no machine can take it")
+    assert not lasting.lasted("n2", "its image cannot be pulled")  # each node its own

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.provider import NodeGone, Provider
-from aitestbed.host.provider.base import PROBLEM_LASTS
+from aitestbed.host.provider.base import Lasting
 from aitestbed.host.state import ClusterState
 
 HEALTH_COMMAND = ["/usr/local/sbin/aitestbed-node-health"]
@@ -88,8 +88,6 @@ def _last_log_line(provider: Provider, cluster: str, node: str) -> str:
     return lines[-1] if lines else ""
 
 
-
-
 def wait_ready(provider: Provider, cluster: str, nodes: list[str],
                timeout: float = 120, interval: float = 0.3) -> float:
     """Block until every node is ready; return the seconds waited. A node its provider
@@ -98,17 +96,14 @@ def wait_ready(provider: Provider, cluster: str, nodes: list[str],
     started = time.monotonic()
     pending = list(nodes)
     last: dict[str, NodeHealth] = {}
-    troubled: dict[str, float] = {}
+    troubled = Lasting()
     while pending:
         for health in probe_all(provider, cluster, pending):
             last[health.node] = health
-            if health.state == "pending" and health.services:
-                since = troubled.setdefault(health.node, time.monotonic())
-                if time.monotonic() - since >= PROBLEM_LASTS:
-                    raise AitestbedError(f"node {health.node} cannot start: "
-                                         f"{health.services[0]}")
-            else:
-                troubled.pop(health.node, None)
+            problem = health.services[0] if health.state == "pending" and health.services \
+                else None
+            if troubled.lasted(health.node, problem):
+                raise AitestbedError(f"node {health.node} cannot start: {problem}")
             if health.state in ("exited", "dead", "missing", "restarting"):
                 why = _last_log_line(provider, cluster, health.node) or health.state
                 raise AitestbedError(f"node {health.node} is {health.state}: {why}")

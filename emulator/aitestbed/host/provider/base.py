@@ -13,6 +13,7 @@ Node names are the inventory's (`gc-poplar-01`); how a provider names what it ma
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -50,6 +51,22 @@ class ExecResult:
 # Seconds a node's problem (Unschedulable, ErrImagePull, claims not bound) may last before
 # `up`/`wait` stop on it: it may pass (a volume still being bound).
 PROBLEM_LASTS = 15.0
+
+
+class Lasting:
+    """Since when each node's problem has been seen without a break."""
+
+    def __init__(self, clock=time.monotonic):
+        self._since: dict[str, float] = {}
+        self._clock = clock
+
+    def lasted(self, node: str, problem: str | None) -> bool:
+        """True once `problem` has been seen for PROBLEM_LASTS; no problem starts over."""
+        if not problem:
+            self._since.pop(node, None)
+            return False
+        since = self._since.setdefault(node, self._clock())
+        return self._clock() - since >= PROBLEM_LASTS
 
 
 class NodeGone(Exception):

@@ -41,8 +41,8 @@ from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
 from aitestbed.host.naming import LABEL_CLASS, LABEL_CLUSTER, LABEL_NODE, LABEL_SYSTEM
 from aitestbed.host.provider.base import (
-    PROBLEM_LASTS,
     ExecResult,
+    Lasting,
     NodeGone,
     NodeHandle,
     Provider,
@@ -60,7 +60,9 @@ STOP_GRACE = 15  # seconds, as the Docker provider's stop timeout
 LOST_MACHINE_SECONDS = 10
 # The problem of a node whose claims are not bound; the provider names the claim and why.
 CLAIMS_UNBOUND = "its volume claims are not bound"
-# A problem (Unschedulable, an image that cannot be pulled) is reported once it lasted so long.
+# The problem of a node no machine has room for; how much is missing follows, where the
+# caller may read the machines.
+NO_ROOM = "no machine can take it"
 SIDE = "/.aitestbed"  # where the init container sees the volumes it fills
 # CPU and memory each node class asks for (the scheduler spreads nodes by them), unless the
 # inventory gives the host `kubernetes_resources: {cpu: ..., memory: ...}`.
@@ -479,7 +481,7 @@ class KubernetesProvider(Provider):
         for pod in self._pods(cluster):
             if pod.metadata.deletion_timestamp is None:
                 pods.setdefault((pod.metadata.labels or {}).get(LABEL_NODE), []).append(pod)
-        handles, claims = {}, None
+        handles, claims, room = {}, None, []  # room: [] until read (once)
         for deployment in deployments:
             node = (deployment.metadata.labels or {}).get(LABEL_NODE)
             if not node:
@@ -489,8 +491,33 @@ class KubernetesProvider(Provider):
             if problem and problem.startswith(CLAIMS_UNBOUND):
                 claims = claims or self._claims_problem(cluster) or problem
                 problem = claims
+            elif problem and problem.startswith(NO_ROOM):
+                room = room or [self._room()]
+                asked = deployment.spec.template.spec.containers[0].resources.requests or {}
+                missing = shortfall(asked, room[0]) if room[0] is not None else None
+                problem = f"{problem}; {missing}" if missing else problem
             handles[node] = NodeHandle(node, status, image, None, problem)
         return handles
+
+    def _room(self) -> dict[str, dict] | None:
+        """Each machine that takes pods: its CPU and memory not yet requested; None where
+        the caller may not read machines (the docs' Role may not: they are the cluster's)."""
+        from kubernetes.client.exceptions import ApiException
+        core = self.api.core
+        try:
+            machines = core.list_node(_request_timeout=30).items
+            placed = core.list_pod_for_all_namespaces(
+                _request_timeout=30,
+                field_selector="status.phase!=Succeeded,status.phase!=Failed").items
+        except ApiException:
+            return None
+        requested: dict[str, list] = {}
+        for pod in placed:
+            if pod.spec.node_name:
+                requested.setdefault(pod.spec.node_name, []).append(pod_requests(pod.spec))
+        return {m.metadata.name: free_on(m.status.allocatable or {},
+                                         requested.get(m.metadata.name, []))
+                for m in machines if takes_pods(m.spec)}
 
     def _claims_problem(self, cluster: str) -> str | None:
         """Which of the cluster's claims is not bound, and why (its last warning event,
@@ -680,9 +707,7 @@ class KubernetesProvider(Provider):
             found = re.search(r"Handshake status (\d+)", reason)
             status = err.status or (int(found.group(1)) if found else 0)
             if status == 403:
-                raise AitestbedError(
-                    f"namespace {self.namespace}: the Role does not allow create on "
-                    "pods/exec (docs/kubernetes.md lists the verbs)") from None
+                raise self._exec_refused() from None
             # 5xx: the API server cannot reach the pod's machine (its kubelet is gone:
             # "error dialing backend"), a node not ready, not a refusal.
             if status in (0, 400, 404) or status >= 500:
@@ -691,10 +716,12 @@ class KubernetesProvider(Provider):
         except Exception as err:  # the websocket's own errors (handshake refused, closed)
             text = " ".join(str(err).split())
             if "403" in text:
-                raise AitestbedError(
-                    f"namespace {self.namespace}: the Role does not allow create on "
-                    "pods/exec (docs/kubernetes.md lists the verbs)") from None
+                raise self._exec_refused() from None
             raise NodeGone(f"node {node}: {text}") from err
+
+    def _exec_refused(self) -> AitestbedError:
+        return AitestbedError(f"namespace {self.namespace}: the Role does not allow create on "
+                              "pods/exec (docs/kubernetes.md lists the verbs)")
 
     def _finish(self, client, separate: bool) -> ExecResult:
         from kubernetes.stream.ws_client import ERROR_CHANNEL, STDERR_CHANNEL, STDOUT_CHANNEL
@@ -779,17 +806,16 @@ class KubernetesProvider(Provider):
                                  f"{node}-ssh", self.namespace)
             ports[node] = int(service.spec.ports[0].node_port)
         address = self.options.ssh_address
-        deadline, since = time.monotonic() + timeout, None
+        deadline, troubled = time.monotonic() + timeout, Lasting()
         while address is None:
             pod = self._pod(cluster, login[0])
             address = pod.status.host_ip if pod is not None and pod.status else None
             if address is None:
                 # A pod no machine takes (its claims unbound, too little CPU) says why, as
-                # `wait` does, once that has lasted PROBLEM_LASTS.
-                problem = self.nodes(cluster).get(login[0])
-                problem = problem.problem if problem is not None else None
-                since = (since or time.monotonic()) if problem else None
-                if problem and time.monotonic() - since >= PROBLEM_LASTS:
+                # `wait` does, once that has lasted.
+                handle = self.nodes(cluster).get(login[0])
+                problem = handle.problem if handle is not None else None
+                if troubled.lasted(login[0], problem):
                     raise AitestbedError(f"{login[0]}: {problem}")
                 if time.monotonic() > deadline:
                     raise AitestbedError(f"{login[0]} has no machine after {timeout:.0f} s: "
@@ -918,8 +944,8 @@ def _status(deployment, pods: list) -> tuple[str, str | None]:
                     and condition.reason == "Unschedulable":
                 asked = pod.spec.containers[0].resources.requests or {}
                 wants = ", ".join(f"{k} {v}" for k, v in sorted(asked.items()))
-                return "pending", (f"no machine can take it (it asks for {wants}): "
-                                   f"{condition.message}")
+                return "pending", (f"{NO_ROOM} (it asks for {wants}): "
+                                   f"{' '.join((condition.message or '').split())}")
         return "pending", None
     if phase == "Running":
         node = next((s for s in pod.status.container_statuses or [] if s.name == "node"), None)
@@ -927,3 +953,74 @@ def _status(deployment, pods: list) -> tuple[str, str | None]:
             return "running", None
         return "pending", None
     return (phase or "unknown").lower(), None
+
+
+# Room on the machines (pure) -----------------------------------------------------------
+RESOURCES = ("cpu", "memory")
+
+
+def _quantity(text) -> float:
+    from kubernetes.utils.quantity import parse_quantity
+    return float(parse_quantity(str(text)))
+
+
+def pod_requests(spec) -> dict[str, float]:
+    """What a pod holds of a machine: its containers' requests, or its largest init
+    container's where that asks more (as the scheduler counts)."""
+    def of(containers) -> list[dict[str, float]]:
+        return [{r: _quantity((c.resources and c.resources.requests or {}).get(r, 0))
+                 for r in RESOURCES} for c in containers or []]
+    running, init = of(spec.containers), of(spec.init_containers)
+    return {r: max(sum(c[r] for c in running), max((c[r] for c in init), default=0.0))
+            for r in RESOURCES}
+
+
+def takes_pods(spec) -> bool:
+    """A machine the scheduler may place a node's pod on (not cordoned, no taint that
+    keeps pods off: the control plane's, a lost machine's)."""
+    return not spec.unschedulable and not any(
+        t.effect in ("NoSchedule", "NoExecute") for t in spec.taints or [])
+
+
+def free_on(allocatable: dict, requests: list[dict[str, float]]) -> dict[str, float]:
+    return {r: _quantity(allocatable.get(r, 0)) - sum(q[r] for q in requests)
+            for r in RESOURCES}
+
+
+def _cpu(cores: float) -> str:
+    milli = round(cores * 1000)
+    return f"{milli}m" if milli < 1000 else f"{milli / 1000:g}"
+
+
+def _memory(size: float) -> str:
+    gib = size / 2**30
+    return f"{gib:.1f}Gi" if abs(gib) >= 1 else f"{round(size / 2**20)}Mi"
+
+
+def _amounts(values: dict[str, float]) -> str:
+    show = {"cpu": _cpu, "memory": _memory}
+    return ", ".join(f"{r} {show[r](max(values[r], 0.0))}" for r in RESOURCES if r in values)
+
+
+def shortfall(asked: dict, room: dict[str, dict[str, float]]) -> str | None:
+    """How much a pod asking `asked` lacks on the machine with the most room for it (the
+    one short of fewest resources, then of the least); None when one has room (then the
+    scheduler's reason is another: affinity, a taint)."""
+    wants = {r: _quantity(asked[r]) for r in RESOURCES if r in asked}
+    if not room:
+        return "no machine takes pods (each is cordoned or tainted)"
+
+    def lacks(free: dict[str, float]) -> dict[str, float]:
+        return {r: q - free[r] for r, q in wants.items() if q > free[r]}
+
+    def rank(machine: str) -> tuple:
+        missing = lacks(room[machine])
+        return len(missing), sum(v / wants[r] for r, v in missing.items()), machine
+
+    best = min(room, key=rank)
+    missing = lacks(room[best])
+    if not missing:
+        return None
+    free = {r: room[best][r] for r in wants}
+    return (f"the machine with the most room, {best}, has {_amounts(free)} free: "
+            f"{_amounts(missing)} missing")
