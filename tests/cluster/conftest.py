@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,24 +99,53 @@ class Cluster:
         return result.returncode, result.stdout + result.stderr
 
 
-@pytest.fixture(scope="session")
-def cluster():
-    existing = os.environ.get("AITESTBED_TEST_CLUSTER")
-    name = existing or f"ci-{uuid.uuid4().hex[:6]}"
+@contextmanager
+def testbed(provider: str, *, name: str | None = None, kube: Kube | None = None,
+            systems: str | None = None, timeout: float = 300):
+    """A mini testbed on `provider` (docker, or kubernetes on `kube`, the session's test
+    cluster: the class images pushed to its registry), used as the practice user and
+    logged in to with a passcode on each login node; destroyed after, unless `name` is
+    an existing cluster's (then left running)."""
+    ours = name is None
+    name = name or f"{'ci' if provider == 'docker' else 'k8s'}-{uuid.uuid4().hex[:6]}"
     user = "learner"
+    saved = {k: os.environ.get(k) for k in ("KUBECONFIG", "AITESTBED_USER")}
     os.environ["AITESTBED_USER"] = user
+    args = ["up", "--profile", "mini", "--timeout", str(timeout)]
+    if systems:
+        args += ["--systems", systems]
+    if provider == "kubernetes":
+        os.environ["KUBECONFIG"] = kube.info["kubeconfig"]
+        args += ["--provider", "kubernetes", "--registry", f"{kube.info['registry']}/aitestbed"]
     c = Cluster(name, user)
-    if not existing:
-        c.cli("up", "--profile", "mini", timeout=1800)
+    logins = [n for n in LOGIN_NODES
+              if not systems or any(n in _MINI.of(s) for s in systems.split(","))]
     try:
+        if ours:
+            # The first time on a Kubernetes cluster: the images pushed, then pulled.
+            c.cli(*args, timeout=1800 + timeout)
         # Each login node asks for a passcode once; later ssh reuse the connection.
-        c.log_in_everywhere()
+        for host in logins:
+            result = c.log_in(host)
+            assert result.returncode == 0, f"{host}: {result.stderr}"
         yield c
     finally:
-        for host in LOGIN_NODES:
+        for host in logins:
             c.log_out(host)
-        if not existing:
+        if ours:
             c.cli("destroy", check=False)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The session's mini testbed on Docker (AITESTBED_TEST_CLUSTER: an existing one)."""
+    with testbed("docker", name=os.environ.get("AITESTBED_TEST_CLUSTER")) as c:
+        yield c
 
 
 KUBE_TEST_SCRIPT = Path(__file__).resolve().parents[2] / \
@@ -180,18 +210,26 @@ def _kube_down() -> None:
         _KUBE_DOWN.pop()()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "kube: the module runs on the session's Kubernetes "
+                                       "test cluster (kept up from its first test to its last)")
+
+
+def _on_kube(item) -> bool:
+    return item is not None and (item.get_closest_marker("kube") is not None or
+                                 "kube_test_cluster" in getattr(item, "fixturenames", ()))
+
+
 def pytest_runtest_teardown(item, nextitem):
     """The last test that uses the Kubernetes test cluster has run: it is removed at the
     next test's setup (pytest_runtest_setup), once the module fixtures that run on it
     (a testbed on it) have been torn down."""
-    if "kube_test_cluster" in getattr(item, "fixturenames", ()) and (
-            nextitem is None or "kube_test_cluster" not in getattr(nextitem, "fixturenames", ())):
+    if _on_kube(item) and not _on_kube(nextitem):
         item.config._aitestbed_kube_done = True
 
 
 def pytest_runtest_setup(item):
-    if getattr(item.config, "_aitestbed_kube_done", False) and \
-            "kube_test_cluster" not in getattr(item, "fixturenames", ()):
+    if getattr(item.config, "_aitestbed_kube_done", False) and not _on_kube(item):
         item.config._aitestbed_kube_done = False
         _kube_down()
 

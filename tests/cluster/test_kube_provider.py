@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from aitestbed.host.driver import cli_argv
 
-from .conftest import Cluster
+from .conftest import testbed
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.kube]
 
 LOGIN, NODE = "gc-login-01", "gc-poplar-02"
 NODES = {"gc-login-01", "gc-slurmctld", "gc-poplar-01", "gc-poplar-02"}
@@ -32,27 +32,17 @@ NODES = {"gc-login-01", "gc-slurmctld", "gc-poplar-01", "gc-poplar-02"}
 
 @pytest.fixture(scope="module")
 def kcluster(kube_test_cluster):
-    kube = kube_test_cluster
-    saved = {k: os.environ.get(k) for k in ("KUBECONFIG", "AITESTBED_USER")}
-    os.environ["KUBECONFIG"] = kube.info["kubeconfig"]
-    os.environ["AITESTBED_USER"] = "learner"
-    cluster = Cluster(f"k8s-{uuid.uuid4().hex[:6]}", "learner")
-    try:
-        # The first time on a cluster: the class images pushed, then pulled by the workers.
-        cluster.cli("up", "--profile", "mini", "--systems", "graphcore", "--provider",
-                    "kubernetes", "--registry", f"{kube.info['registry']}/aitestbed",
-                    "--timeout", "900", timeout=2400)
-        login = cluster.log_in(LOGIN)
-        assert login.returncode == 0, login.stderr
+    """The Graphcore mini subset on the Kubernetes provider (conftest's testbed)."""
+    with testbed("kubernetes", kube=kube_test_cluster, systems="graphcore",
+                 timeout=900) as cluster:
         yield cluster
-    finally:
-        cluster.log_out(LOGIN)
-        cluster.cli("destroy", check=False)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+
+
+@pytest.fixture(scope="module", params=["docker", "kubernetes"])
+def either(request):
+    """The same tests on each provider: the session's Docker testbed, this module's
+    Kubernetes one (the Graphcore subset of the same mini profile)."""
+    return request.getfixturevalue("cluster" if request.param == "docker" else "kcluster")
 
 
 def kubectl_json(kube, *args: str) -> dict:
@@ -81,28 +71,34 @@ def test_every_node_is_a_pod_with_the_guides_hostname(kcluster, kube_test_cluste
     assert record["provider_options"]["kubeconfig"] == kube_test_cluster.info["kubeconfig"]
 
 
-def test_login_with_a_passcode_then_slurm(kcluster):
-    rc, out = kcluster.run(LOGIN, "sinfo -h -o '%P %a %D %T'")
+def test_login_with_a_passcode_then_slurm(either):
+    # Idle once the nodes a test before left are free again (on the session's testbed).
+    deadline = time.monotonic() + 60
+    while True:
+        rc, out = either.run(LOGIN, "sinfo -h -p p64 -o '%P %a %D %T'")
+        if out.split() == ["p64*", "up", "2", "idle"] or time.monotonic() > deadline:
+            break
+        time.sleep(2)
     assert rc == 0 and out.split() == ["p64*", "up", "2", "idle"], out
-    rc, out = kcluster.run(LOGIN, "srun --ipus=1 printenv IPUOF_VIPU_API_PARTITION_ID")
+    rc, out = either.run(LOGIN, "srun --ipus=1 printenv IPUOF_VIPU_API_PARTITION_ID")
     assert rc == 0 and out.strip().startswith("slurm_"), out
-    rc, out = kcluster.run(LOGIN, "cd ~ && printf '#!/bin/bash\\n#SBATCH --ipus=1\\nhostname\\n'"
-                                  " > kube.sh && sbatch --wait -o kube.out kube.sh && cat kube.out")
+    rc, out = either.run(LOGIN, "cd ~ && printf '#!/bin/bash\\n#SBATCH --ipus=1\\nhostname\\n'"
+                                " > kube.sh && sbatch --wait -o kube.out kube.sh && cat kube.out")
     assert rc == 0 and out.splitlines()[-1] in ("gc-poplar-01", "gc-poplar-02"), out
 
 
-def test_the_two_step_login_exercise_passes(kcluster):
-    rc, out = kcluster.run(LOGIN, f"ssh {NODE} hostname")
+def test_the_two_step_login_exercise_passes(either):
+    rc, out = either.run(LOGIN, f"ssh {NODE} hostname")
     assert rc == 0 and out.strip() == NODE, out
-    result = kcluster.cli("exercise", "check", "graphcore-login", check=False)
+    result = either.cli("exercise", "check", "graphcore-login", check=False)
     assert result.returncode == 0, result.stdout
     assert f"[sshd on {NODE}]" in result.stdout
 
 
-def test_aitestbed_run_submits_and_collects(kcluster, tmp_path):
+def test_aitestbed_run_submits_and_collects(either, tmp_path):
     (tmp_path / "job.sh").write_text("#!/bin/bash\n#SBATCH --ipus=1\necho from-k8s > r.txt\n")
     result = subprocess.run(
-        cli_argv(kcluster.name, "run", "--system", "graphcore", "-C", str(tmp_path),
+        cli_argv(either.name, "run", "--system", "graphcore", "-C", str(tmp_path),
                  "-o", str(tmp_path / "out"), "job.sh"),
         capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr
@@ -341,3 +337,42 @@ def test_a_storage_class_the_cluster_lacks_is_named(kube_test_cluster, tmp_path)
                          result.stderr), result.stderr
     finally:
         kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_nodes_no_machine_has_room_for_say_how_much_is_missing(kube_test_cluster, tmp_path):
+    """An inventory whose nodes ask for more CPU than any worker has: `up` stops once
+    that has lasted, naming the node, what it asks, the scheduler's reason and how much
+    the machine with the most room lacks (the admin may read machines)."""
+    kube = kube_test_cluster
+    inventory = tmp_path / "too-big.yml"
+    asks = '{kubernetes_resources: {cpu: "64", memory: 256Mi}}'
+    inventory.write_text(f"""all:
+  children:
+    graphcore_system:
+      children:
+        graphcore_login:
+          hosts:
+            gc-login-01: {asks}
+        graphcore_slurm:
+          hosts:
+            gc-slurmctld: {asks}
+        graphcore_ipu:
+          hosts:
+            gc-poplar-01: {asks}
+""")
+    name = f"k8s-big-{uuid.uuid4().hex[:4]}"
+    try:
+        result = subprocess.run(
+            cli_argv(name, "up", "--profile", str(inventory), "--provider", "kubernetes",
+                     "--kubeconfig", kube.info["kubeconfig"], "--namespace", name,
+                     "--registry", f"{kube.info['registry']}/aitestbed", "--timeout", "120"),
+            capture_output=True, text=True, timeout=600, check=False)
+    finally:
+        subprocess.run(cli_argv(name, "destroy"), capture_output=True, timeout=120,
+                       check=False)
+        kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert re.search(r"gc-login-01: no machine can take it \(it asks for cpu 64, memory "
+                     r"256Mi\): 0/\d+ nodes are available: .*Insufficient cpu.*; the machine "
+                     r"with the most room, \S+, has cpu [\d.]+m?, memory [\d.]+[MG]i free: "
+                     r"cpu [\d.]+ missing", result.stderr), result.stderr
