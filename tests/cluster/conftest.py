@@ -100,7 +100,7 @@ class Cluster:
 
 
 @contextmanager
-def testbed(provider: str, *, name: str | None = None, kube: Kube | None = None,
+def mini_testbed(provider: str, *, name: str | None = None, kube: Kube | None = None,
             systems: str | None = None, timeout: float = 300):
     """A mini testbed on `provider` (docker, or kubernetes on `kube`, the session's test
     cluster: the class images pushed to its registry), used as the practice user and
@@ -144,7 +144,7 @@ def testbed(provider: str, *, name: str | None = None, kube: Kube | None = None,
 @pytest.fixture(scope="session")
 def cluster():
     """The session's mini testbed on Docker (AITESTBED_TEST_CLUSTER: an existing one)."""
-    with testbed("docker", name=os.environ.get("AITESTBED_TEST_CLUSTER")) as c:
+    with mini_testbed("docker", name=os.environ.get("AITESTBED_TEST_CLUSTER")) as c:
         yield c
 
 

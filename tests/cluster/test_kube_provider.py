@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from aitestbed.host.driver import cli_argv
 
-from .conftest import testbed
+from .conftest import mini_testbed
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kube]
 
@@ -32,8 +32,8 @@ NODES = {"gc-login-01", "gc-slurmctld", "gc-poplar-01", "gc-poplar-02"}
 
 @pytest.fixture(scope="module")
 def kcluster(kube_test_cluster):
-    """The Graphcore mini subset on the Kubernetes provider (conftest's testbed)."""
-    with testbed("kubernetes", kube=kube_test_cluster, systems="graphcore",
+    """The Graphcore mini subset on the Kubernetes provider (conftest's mini_testbed)."""
+    with mini_testbed("kubernetes", kube=kube_test_cluster, systems="graphcore",
                  timeout=900) as cluster:
         yield cluster
 
