@@ -40,7 +40,6 @@ import tarfile
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
@@ -630,14 +629,13 @@ class TestCluster:
     # down ----------------------------------------------------------------------
     def down(self) -> None:
         found = self.ours()
-        # At once: most of the time is the workers' volumes (the images they unpacked).
-        with ThreadPoolExecutor(max(1, len(found["containers"]))) as pool:
-            list(pool.map(lambda c: c.remove(force=True, v=True), found["containers"]))
+        for container in found["containers"]:
+            container.remove(force=True, v=True)
         for network in found["networks"]:
             network.remove()
         egress.remove(self.egress_name)
-        with ThreadPoolExecutor(max(1, len(found["volumes"]))) as pool:
-            list(pool.map(lambda v: v.remove(force=True), found["volumes"]))
+        for volume in found["volumes"]:
+            volume.remove(force=True)
         if self.state.is_dir():
             shutil.rmtree(self.state)
         what = [f"{len(found[k])} {k}" for k in ("containers", "networks", "volumes")]

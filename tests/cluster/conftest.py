@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -205,9 +206,16 @@ def kube_test_cluster():
         _kube_down()
 
 
+_DOWN_LATER: list[threading.Thread] = []
+
+
 def _kube_down() -> None:
-    while _KUBE_DOWN:
-        _KUBE_DOWN.pop()()
+    while True:
+        try:
+            down = _KUBE_DOWN.pop()
+        except IndexError:
+            return
+        down()
 
 
 def pytest_configure(config):
@@ -231,7 +239,16 @@ def pytest_runtest_teardown(item, nextitem):
 def pytest_runtest_setup(item):
     if getattr(item.config, "_aitestbed_kube_done", False) and not _on_kube(item):
         item.config._aitestbed_kube_done = False
-        _kube_down()
+        # Removing the workers' volumes (the images they unpacked: ~16 s each) goes on
+        # beside the next tests; the session waits for it at its end.
+        later = threading.Thread(target=_kube_down, daemon=True)
+        later.start()
+        _DOWN_LATER.append(later)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for later in _DOWN_LATER:
+        later.join(600)
 
 
 @pytest.fixture(params=NODES)
