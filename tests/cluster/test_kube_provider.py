@@ -231,6 +231,37 @@ def test_a_lost_worker_brings_every_node_back_on_the_other(kcluster, kube_test_c
                      check=False, timeout=150)
 
 
+def test_down_scales_to_zero_keeping_the_volumes_then_up_and_login(kcluster,
+                                                                    kube_test_cluster):
+    """`down`: every Deployment at zero replicas, no pod left, every claim kept; `up`
+    brings the nodes back with /home as it was; `passcode` and `login` as on Docker."""
+    kube, selector = kube_test_cluster, f"aitestbed.cluster={kcluster.name}"
+    token = uuid.uuid4().hex
+    rc, out = kcluster.run(LOGIN, f"echo {token} > ~/down.txt")
+    assert rc == 0, out
+    claims = {c["metadata"]["name"] for c in kubectl_json(kube, "get", "pvc", "-l",
+                                                          selector)["items"]}
+    kcluster.log_out(LOGIN)
+    down = kcluster.cli("down", timeout=300)
+    assert "stopped (4 nodes)" in down.stdout + down.stderr, down.stdout + down.stderr
+    deployments = kubectl_json(kube, "get", "deployments", "-l", selector)["items"]
+    assert {d["spec"]["template"]["spec"]["hostname"] for d in deployments} == NODES
+    assert all(d["spec"]["replicas"] == 0 for d in deployments)
+    assert pods(kube, kcluster.name) == []
+    kept = kubectl_json(kube, "get", "pvc", "-l", selector)["items"]
+    assert {c["metadata"]["name"] for c in kept} == claims
+    assert all(c["status"]["phase"] == "Bound" for c in kept)
+
+    kcluster.cli("up", timeout=600)
+    code = kcluster.cli("passcode").stdout
+    assert re.search(r"\b\d{8}\b", code), code
+    login = kcluster.cli("login", LOGIN, check=False)
+    assert login.returncode == 0, login.stderr
+    assert kcluster.log_in(LOGIN).returncode == 0
+    rc, out = kcluster.run(LOGIN, "cat ~/down.txt")
+    assert rc == 0 and out.strip() == token, out
+
+
 def test_kubeconfig_is_kept_and_options_are_checked(kcluster):
     """Later commands use the kubeconfig the cluster was made with; another provider or
     other options for the same name are refused in one line."""
