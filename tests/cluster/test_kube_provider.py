@@ -21,6 +21,7 @@ import re
 import subprocess
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -318,11 +319,13 @@ def _service_account(kube, ns: str, tmp_path, role: str) -> str:
     return str(config)
 
 
-def _up(name: str, kube, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def _up(name: str, kube, *args: str, timeout: float = 300,
+        profile: tuple[str, ...] = ("--profile", "mini", "--systems", "graphcore")
+        ) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(
-            cli_argv(name, "up", "--profile", "mini", "--systems", "graphcore", "--provider",
-                     "kubernetes", "--registry", f"{kube.info['registry']}/aitestbed", *args),
+            cli_argv(name, "up", *profile, "--provider", "kubernetes", "--registry",
+                     f"{kube.info['registry']}/aitestbed", *args),
             capture_output=True, text=True, timeout=timeout, check=False)
     finally:
         subprocess.run(cli_argv(name, "destroy"), capture_output=True, timeout=120,
@@ -350,43 +353,26 @@ rules: [{apiGroups: [""], resources: [pods], verbs: [get, list]}]
         kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
-def test_a_storage_class_the_cluster_lacks_is_named(kube_test_cluster, tmp_path):
-    """`--storage-class` naming a class the cluster lacks: refused before anything is made
-    by a caller that may read storage classes; with the Role of docs/kubernetes.md (which
-    may not: they are the cluster's), `up` runs as far as the nodes, whose claim stays
-    unbound, and names the claim, its class and the provisioner's words."""
-    kube = kube_test_cluster
-    absent = f"sc-{uuid.uuid4().hex[:4]}"
-    result = _up(f"k8s-sc-{uuid.uuid4().hex[:4]}", kube, "--kubeconfig",
-                 kube.info["kubeconfig"], "--namespace", absent, "--storage-class", "nosuch")
-    assert result.returncode != 0 and "Traceback" not in result.stderr
-    assert "the cluster has no storage class 'nosuch'" in result.stderr, result.stderr
-    assert not kube.kubectl("get", "namespace", absent, check=False).strip()  # nothing made
-
+def _docs_role_up(kube, tmp) -> subprocess.CompletedProcess:
+    """A service account bound to the Role copied from docs/kubernetes.md runs `up` with a
+    storage class the cluster lacks (the Role may not read classes: they are the cluster's)."""
     docs = (Path(__file__).parents[2] / "docs" / "kubernetes.md").read_text()
     role = re.search(r"```yaml\n(apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n.*?)```",
                      docs, re.S).group(1)
     ns = f"sc-{uuid.uuid4().hex[:4]}"
     kube.kubectl("create", "namespace", ns)
     try:
-        config = _service_account(kube, ns, tmp_path,
+        config = _service_account(kube, ns, tmp,
                                   role.replace("namespace: aitestbed", f"namespace: {ns}"))
-        result = _up(f"k8s-sc-{uuid.uuid4().hex[:4]}", kube, "--kubeconfig", config,
-                     "--namespace", ns, "--storage-class", "nosuch", "--timeout", "180")
-        assert result.returncode != 0 and "Traceback" not in result.stderr
-        assert re.search(r"its volume claim \S+ of storage class nosuch is not bound "
-                         r"\(storageclass\.storage\.k8s\.io \"nosuch\" not found\)",
-                         result.stderr), result.stderr
+        return _up(f"k8s-sc-{uuid.uuid4().hex[:4]}", kube, "--kubeconfig", config,
+                   "--namespace", ns, "--storage-class", "nosuch", "--timeout", "180")
     finally:
         kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
-def test_nodes_no_machine_has_room_for_say_how_much_is_missing(kube_test_cluster, tmp_path):
-    """An inventory whose nodes ask for more CPU than any worker has: `up` stops once
-    that has lasted, naming the node, what it asks, the scheduler's reason and how much
-    the machine with the most room lacks (the admin may read machines)."""
-    kube = kube_test_cluster
-    inventory = tmp_path / "too-big.yml"
+def _too_big_up(kube, tmp) -> subprocess.CompletedProcess:
+    """An inventory whose nodes ask for more CPU than any worker has."""
+    inventory = tmp / "too-big.yml"
     asks = '{kubernetes_resources: {cpu: "64", memory: 256Mi}}'
     inventory.write_text(f"""all:
   children:
@@ -404,15 +390,49 @@ def test_nodes_no_machine_has_room_for_say_how_much_is_missing(kube_test_cluster
 """)
     name = f"k8s-big-{uuid.uuid4().hex[:4]}"
     try:
-        result = subprocess.run(
-            cli_argv(name, "up", "--profile", str(inventory), "--provider", "kubernetes",
-                     "--kubeconfig", kube.info["kubeconfig"], "--namespace", name,
-                     "--registry", f"{kube.info['registry']}/aitestbed", "--timeout", "120"),
-            capture_output=True, text=True, timeout=600, check=False)
+        return _up(name, kube, "--kubeconfig", kube.info["kubeconfig"], "--namespace", name,
+                   "--timeout", "120", profile=("--profile", str(inventory)))
     finally:
-        subprocess.run(cli_argv(name, "destroy"), capture_output=True, timeout=120,
-                       check=False)
         kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def stuck(kube_test_cluster, tmp_path_factory):
+    """Two `up`s whose nodes stay Pending until `up` gives up (15 s of a lasting
+    problem), run at once: {"class": the docs' Role with a class the cluster lacks,
+    "room": nodes no machine has room for}."""
+    kube, tmp = kube_test_cluster, tmp_path_factory.mktemp("stuck")
+    with ThreadPoolExecutor(2) as pool:
+        runs = {"class": pool.submit(_docs_role_up, kube, tmp),
+                "room": pool.submit(_too_big_up, kube, tmp)}
+        return {what: run.result() for what, run in runs.items()}
+
+
+def test_a_storage_class_the_cluster_lacks_is_named(kube_test_cluster, stuck):
+    """`--storage-class` naming a class the cluster lacks: refused before anything is made
+    by a caller that may read storage classes; with the Role of docs/kubernetes.md (which
+    may not), `up` runs as far as the nodes, whose claim stays unbound, and names the
+    claim, its class and the provisioner's words."""
+    kube = kube_test_cluster
+    absent = f"sc-{uuid.uuid4().hex[:4]}"
+    result = _up(f"k8s-sc-{uuid.uuid4().hex[:4]}", kube, "--kubeconfig",
+                 kube.info["kubeconfig"], "--namespace", absent, "--storage-class", "nosuch")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "the cluster has no storage class 'nosuch'" in result.stderr, result.stderr
+    assert not kube.kubectl("get", "namespace", absent, check=False).strip()  # nothing made
+
+    result = stuck["class"]
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert re.search(r"its volume claim \S+ of storage class nosuch is not bound "
+                     r"\(storageclass\.storage\.k8s\.io \"nosuch\" not found\)",
+                     result.stderr), result.stderr
+
+
+def test_nodes_no_machine_has_room_for_say_how_much_is_missing(stuck):
+    """`up` stops once that has lasted, naming the node, what it asks, the scheduler's
+    reason and how much the machine with the most room lacks (the admin may read
+    machines)."""
+    result = stuck["room"]
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
     assert re.search(r"gc-login-01: no machine can take it \(it asks for cpu 64, memory "
                      r"256Mi\): 0/\d+ nodes are available: .*Insufficient cpu.*; the machine "
