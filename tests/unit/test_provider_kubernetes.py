@@ -195,7 +195,7 @@ class _Machines:
     """CoreV1Api as the provider's nodes() reads it: a node pending for lack of CPU."""
 
     def __init__(self, forbidden=False):
-        self.forbidden = forbidden
+        self.forbidden, self.reads = forbidden, 0
         pending = _pod("Pending", None, scheduled="0/3 nodes are available: 2 Insufficient cpu.")
         pending.metadata.labels = {"aitestbed.node": "gc-poplar-02"}
         self.pods = [pending]
@@ -204,6 +204,7 @@ class _Machines:
         return NS(items=self.pods)
 
     def list_node(self, _request_timeout=None):
+        self.reads += 1
         if self.forbidden:
             from kubernetes.client.exceptions import ApiException
             raise ApiException(status=403, reason="Forbidden")
@@ -237,6 +238,8 @@ def test_a_node_without_room_says_how_much_is_missing_where_machines_can_be_read
     missing = "; the machine with the most room, kw-1, has cpu 1, memory 3.0Gi free: " \
               "cpu 1 missing"
     assert problem.endswith(missing) != forbidden, problem
+    provider.nodes("ci")  # `wait` polls: the machines are not read again at once
+    assert provider._api.core.reads == 1
 
 
 def test_an_unbound_claim_is_named_with_its_class_and_the_last_warning():

@@ -63,6 +63,7 @@ CLAIMS_UNBOUND = "its volume claims are not bound"
 # The problem of a node no machine has room for; how much is missing follows, where the
 # caller may read the machines.
 NO_ROOM = "no machine can take it"
+ROOM_FRESH = 10.0  # seconds the machines' room, once read, is taken as still true
 SIDE = "/.aitestbed"  # where the init container sees the volumes it fills
 # CPU and memory each node class asks for (the scheduler spreads nodes by them), unless the
 # inventory gives the host `kubernetes_resources: {cpu: ..., memory: ...}`.
@@ -187,6 +188,7 @@ class KubernetesProvider(Provider):
         self._lock = threading.Lock()
         self._written: dict[str, str] = {}  # Secret -> what this process last wrote there
         self._hostvars: dict[tuple, dict] = {}
+        self._room_read: tuple[float, dict | None] | None = None  # (when, _room's answer)
 
     # the client ------------------------------------------------------------------------
     @property
@@ -481,7 +483,7 @@ class KubernetesProvider(Provider):
         for pod in self._pods(cluster):
             if pod.metadata.deletion_timestamp is None:
                 pods.setdefault((pod.metadata.labels or {}).get(LABEL_NODE), []).append(pod)
-        handles, claims, room = {}, None, []  # room: [] until read (once)
+        handles, claims = {}, None
         for deployment in deployments:
             node = (deployment.metadata.labels or {}).get(LABEL_NODE)
             if not node:
@@ -492,16 +494,23 @@ class KubernetesProvider(Provider):
                 claims = claims or self._claims_problem(cluster) or problem
                 problem = claims
             elif problem and problem.startswith(NO_ROOM):
-                room = room or [self._room()]
+                room = self._room()
                 asked = deployment.spec.template.spec.containers[0].resources.requests or {}
-                missing = shortfall(asked, room[0]) if room[0] is not None else None
+                missing = shortfall(asked, room) if room is not None else None
                 problem = f"{problem}; {missing}" if missing else problem
             handles[node] = NodeHandle(node, status, image, None, problem)
         return handles
 
     def _room(self) -> dict[str, dict] | None:
         """Each machine that takes pods: its CPU and memory not yet requested; None where
-        the caller may not read machines (the docs' Role may not: they are the cluster's)."""
+        the caller may not read machines (the docs' Role may not: they are the cluster's).
+        Read at most every ROOM_FRESH seconds: `wait` polls nodes() several times a second,
+        and every pod of the cluster is listed."""
+        if self._room_read is None or time.monotonic() - self._room_read[0] >= ROOM_FRESH:
+            self._room_read = (time.monotonic(), self._read_room())
+        return self._room_read[1]
+
+    def _read_room(self) -> dict[str, dict] | None:
         from kubernetes.client.exceptions import ApiException
         core = self.api.core
         try:
