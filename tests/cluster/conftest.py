@@ -38,6 +38,7 @@ class Cluster:
 
     name: str
     user: str
+    logins: tuple[str, ...] = tuple(LOGIN_NODES)  # its login nodes (a subset's fewer)
     driver: Driver = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -76,7 +77,7 @@ class Cluster:
 
     def log_in_everywhere(self) -> None:
         """A passcode login on each login node (after `up`, old connections are gone)."""
-        for host in LOGIN_NODES:
+        for host in self.logins:
             result = self.log_in(host)
             assert result.returncode == 0, f"{host}: {result.stderr}"
 
@@ -102,7 +103,7 @@ class Cluster:
 
 @contextmanager
 def mini_testbed(provider: str, *, name: str | None = None, kube: Kube | None = None,
-            systems: str | None = None, timeout: float = 300):
+                 systems: str | None = None, timeout: float = 300):
     """A mini testbed on `provider` (docker, or kubernetes on `kube`, the session's test
     cluster: the class images pushed to its registry), used as the practice user and
     logged in to with a passcode on each login node; destroyed after, unless `name` is
@@ -118,20 +119,17 @@ def mini_testbed(provider: str, *, name: str | None = None, kube: Kube | None = 
     if provider == "kubernetes":
         os.environ["KUBECONFIG"] = kube.info["kubeconfig"]
         args += ["--provider", "kubernetes", "--registry", f"{kube.info['registry']}/aitestbed"]
-    c = Cluster(name, user)
-    logins = [n for n in LOGIN_NODES
-              if not systems or any(n in _MINI.of(s) for s in systems.split(","))]
+    c = Cluster(name, user, tuple(n for n in LOGIN_NODES if not systems or any(
+        n in _MINI.of(s) for s in systems.split(","))))
     try:
         if ours:
-            # The first time on a Kubernetes cluster: the images pushed, then pulled.
+            # On Kubernetes, the first `up` also pushes the images and the workers pull them.
             c.cli(*args, timeout=1800 + timeout)
         # Each login node asks for a passcode once; later ssh reuse the connection.
-        for host in logins:
-            result = c.log_in(host)
-            assert result.returncode == 0, f"{host}: {result.stderr}"
+        c.log_in_everywhere()
         yield c
     finally:
-        for host in logins:
+        for host in c.logins:
             c.log_out(host)
         if ours:
             c.cli("destroy", check=False)

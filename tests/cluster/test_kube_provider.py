@@ -39,7 +39,7 @@ NODES = {"gc-login-01", "gc-slurmctld", "gc-poplar-01", "gc-poplar-02"}
 def kcluster(kube_test_cluster):
     """The Graphcore mini subset on the Kubernetes provider (conftest's mini_testbed)."""
     with mini_testbed("kubernetes", kube=kube_test_cluster, systems="graphcore",
-                 timeout=900) as cluster:
+                      timeout=900) as cluster:
         yield cluster
 
 
