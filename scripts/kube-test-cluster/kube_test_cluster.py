@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime
+import fcntl
 import hashlib
 import http.client
 import io
@@ -77,6 +78,15 @@ ALCF_TARGET = "nodes.aitestbed.svc.cluster.local"
 # `down` keeps it; `docker volume rm aitestbed-kube-test-registry` frees it.
 # KUBE_TEST_REGISTRY_CACHE names another volume, or "" for an empty registry.
 REGISTRY_CACHE = os.environ.get("KUBE_TEST_REGISTRY_CACHE", "aitestbed-kube-test-registry")
+# Each worker's containerd image store outlives the cluster the same way: a later
+# cluster's worker N finds the images an earlier worker N pulled already unpacked (a
+# pull then only reads manifests), and `down` has gigabytes less to remove. One volume
+# per worker slot, <prefix>-1 and -2, used by one test cluster at a time: a cluster made
+# while another holds them gets stores of its own. Only images outlive it: the workers
+# remove the old cluster's containers before their CRI loads (worker.sh).
+# `docker volume rm aitestbed-kube-test-images-1 aitestbed-kube-test-images-2` frees it;
+# KUBE_TEST_IMAGE_CACHE names another prefix, or "" for empty stores of the cluster's own.
+IMAGE_CACHE = os.environ.get("KUBE_TEST_IMAGE_CACHE", "aitestbed-kube-test-images")
 
 
 class Fail(Exception):
@@ -344,6 +354,21 @@ def tar_of(files: dict[str, bytes]) -> bytes:
 
 # --- the cluster ----------------------------------------------------------------------
 
+class ImageStores(dict):
+    """Worker index -> volume name, chosen under a lock so that two clusters made at once
+    do not both take the shared image cache (released once the workers hold it)."""
+
+    def __init__(self, lock: Path):
+        super().__init__()
+        lock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock = open(lock, "a")  # noqa: SIM115 (held until release)
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if not self._lock.closed:
+            self._lock.close()      # closing drops the flock
+
+
 class TestCluster:
     def __init__(self, name: str):
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,39}", name):
@@ -478,6 +503,7 @@ class TestCluster:
         pushes = threading.Thread(target=self.push_system_images, daemon=True, args=(
             images, registry_port, {"pause": pause_image, "coredns": coredns_image}))
         pushes.start()
+        stores = None
         try:
             run("control-plane", control_plane_files(pki, self.container("control-plane"),
                                                      ip["control-plane"]),
@@ -486,6 +512,7 @@ class TestCluster:
                              "CLUSTER_CIDR": CLUSTER_CIDR},
                 volumes={shared.name: {"bind": "/tmp/hostpath_pv", "mode": "rw"}},
                 ports={6443: ("127.0.0.1", api_port)})
+            stores = self.image_stores(labels)
             for index, worker in enumerate(WORKERS, start=1):
                 var = self.client.volumes.create(f"{self.container(worker)}-var", labels=labels)
                 routes = " ".join(f"10.244.{other}.0/24@{ip[w]}"
@@ -495,8 +522,9 @@ class TestCluster:
                 # process has CAP_SYS_RESOURCE, Docker 20.10 asks for it), so: every other
                 # capability; no seccomp/AppArmor confinement and a writable /proc/sys (sysctls);
                 # all devices and /dev/kmsg (kubelet's OOM watcher); a private cgroup namespace
-                # (Docker 20.10 on cgroup v1 shares the host's); /tmp, /run on tmpfs and /var on
-                # a volume (containerd's overlayfs must not sit on overlay).
+                # (Docker 20.10 on cgroup v1 shares the host's); /tmp, /run on tmpfs, /var and
+                # the image store in it on volumes (containerd's overlayfs must not sit on
+                # overlay; the image store may be the shared cache, image_stores).
                 run(worker, worker_files(pki, self.container(worker), index, ip["control-plane"],
                                          ip["registry"], registry_port, pause_image),
                     command=["/usr/local/sbin/worker.sh"],
@@ -508,16 +536,43 @@ class TestCluster:
                     device_cgroup_rules=["a *:* rwm"], devices=["/dev/kmsg:/dev/kmsg:rwm"],
                     cgroupns="private", tmpfs={"/tmp": "", "/run": ""},
                     volumes={var.name: {"bind": "/var", "mode": "rw"},
+                             stores[index]: {"bind": "/var/lib/containerd", "mode": "rw"},
                              shared.name: {"bind": "/tmp/hostpath_pv", "mode": "rw"}})
+            stores.release()
             say("started the control plane, two workers and the registry")
             self.wait_api(timeout)
         finally:
+            if stores is not None:
+                stores.release()
             pushes.join(timeout)   # a push left half-done would leave its tag behind
         if getattr(self, "push_error", None):
             raise Fail(self.push_error)
         self.apply_addons(record, timeout)
         self.wait_ready(timeout, started)
         self.print_info()
+
+    def image_stores(self, labels: dict) -> ImageStores:
+        """The volume of each worker's /var/lib/containerd: the shared image cache where
+        no other test cluster holds it (the caller releases the lock once the workers
+        exist, which is what holding means), else volumes of this cluster's own."""
+        stores = ImageStores(state_dir(self.name).parent / ".image-cache.lock")
+        for index, worker in enumerate(WORKERS, start=1):
+            name = f"{IMAGE_CACHE}-{index}" if IMAGE_CACHE else ""
+            holders = [c.name for c in self.client.containers.list(
+                all=True, filters={"volume": name})] if name else []
+            if name and not holders:
+                try:
+                    self.client.volumes.get(name)
+                except NotFound:
+                    self.client.volumes.create(name, labels={"aitestbed.cache": "kube-test-images"})
+            else:
+                if holders:
+                    say(f"the workers' image cache {name} is held by {holders[0]}: "
+                        f"{worker} starts with an empty image store")
+                name = self.client.volumes.create(f"{self.container(worker)}-images",
+                                                  labels=labels).name
+            stores[index] = name
+        return stores
 
     def free_subnet(self) -> ipaddress.IPv4Network:
         """A /24 of NETWORK_POOL no Docker network or host route uses, by the name's hash."""

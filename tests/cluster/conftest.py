@@ -237,8 +237,8 @@ def pytest_runtest_teardown(item, nextitem):
 def pytest_runtest_setup(item):
     if getattr(item.config, "_aitestbed_kube_done", False) and not _on_kube(item):
         item.config._aitestbed_kube_done = False
-        # Removing the workers' volumes (the images they unpacked: ~16 s each) goes on
-        # beside the next tests; the session waits for it at its end.
+        # Removing it goes on beside the next tests (a few seconds: the images the
+        # workers unpacked stay in the image cache); the session waits for it at its end.
         later = threading.Thread(target=_kube_down, daemon=True)
         later.start()
         _DOWN_LATER.append(later)

@@ -46,21 +46,23 @@ def kube(kube_test_cluster):
 
 @pytest.fixture(scope="module")
 def probe_image(kube):
-    """The probe image, pushed by the host to the registry; the name pods pull it by."""
+    """The probe image, pushed by the host to the registry; the name pods pull it by. Its
+    tag is the cluster's name: the workers' image stores outlive a cluster (the cache,
+    image_stores), so only a tag they cannot hold yet proves the pull from the registry."""
     client = docker.from_env()
     tag = "aitestbed/kube-test-probe:1"
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
         client.images.build(fileobj=io.BytesIO(PROBE_DOCKERFILE.encode()), tag=tag, rm=True)
-    remote = f"{kube.info['registry']}/kube-test/probe"
-    client.images.get(tag).tag(remote, "1")
+    remote, unique = f"{kube.info['registry']}/kube-test/probe", kube.name
+    client.images.get(tag).tag(remote, unique)
     try:
-        for chunk in client.images.push(remote, "1", stream=True, decode=True):
+        for chunk in client.images.push(remote, unique, stream=True, decode=True):
             assert "error" not in chunk, chunk
     finally:
-        client.images.remove(f"{remote}:1")
-    return f"{kube.info['in_cluster_registry']}/kube-test/probe:1"
+        client.images.remove(f"{remote}:{unique}")
+    return f"{kube.info['in_cluster_registry']}/kube-test/probe:{unique}"
 
 
 def _pod(name: str, hostname: str, node: str, image: str) -> dict:
@@ -121,6 +123,26 @@ def test_a_pod_runs_on_each_worker_from_the_registry(kube, probes, probe_image):
     for _, _, pod in probes.values():
         status = pod["status"]["containerStatuses"][0]
         assert status["ready"] and status["image"] == probe_image
+
+
+def test_only_images_outlive_an_earlier_cluster_in_the_image_store(kube):
+    """Each worker's /var/lib/containerd is the shared image cache (or, when another test
+    cluster held it, a store of its own): an earlier cluster's images are there, but none
+    of its containers: every container in the store was made after the worker started."""
+    client = docker.from_env()
+    listing = ("for c in $(ctr -n k8s.io containers ls -q); do "
+               "ctr -n k8s.io containers info $c | grep -m1 '\"CreatedAt\"' | cut -d'\"' -f4; "
+               "done")
+    for index, node in enumerate(kube.info["nodes"], start=1):
+        worker = client.containers.get(node)
+        store = next(m for m in worker.attrs["Mounts"] if m["Destination"] == "/var/lib/containerd")
+        assert store["Name"] in (f"aitestbed-kube-test-images-{index}", f"{node}-images")
+        started = worker.attrs["State"]["StartedAt"][:19]      # UTC, to the second
+        rc, out = worker.exec_run(["bash", "-c", listing])
+        assert rc == 0, out
+        created = out.decode().split()
+        assert created, f"no container in {node}'s store"
+        assert all(c[:19] >= started for c in created), (started, sorted(created)[:3])
 
 
 def test_pod_to_pod_across_workers(kube, probes):

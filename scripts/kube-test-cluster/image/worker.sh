@@ -41,7 +41,30 @@ done
 iptables -t nat -C POSTROUTING -s "$CLUSTER_CIDR" ! -d "$CLUSTER_CIDR" -j MASQUERADE 2>/dev/null \
     || iptables -t nat -A POSTROUTING -s "$CLUSTER_CIDR" ! -d "$CLUSTER_CIDR" -j MASQUERADE
 
-# 5. containerd, then kubelet and kube-proxy.
+# 5. The image store (/var/lib/containerd) may be the cache an earlier test cluster's
+# worker left (kube_test_cluster.py, image_stores): its images stay; its pods'
+# containers and sandboxes, dead since that worker went, are removed by a containerd
+# without the CRI before the real one's CRI loads them (else this kubelet would find
+# sandboxes of pods no API server knows). A restarted worker's dead ones go the same way.
+store=/var/lib/containerd
+if [[ -e $store/io.containerd.metadata.v1.bolt/meta.db ]]; then
+    clean=/run/containerd-clean
+    printf 'version = 2\nstate = "%s"\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n[grpc]\n  address = "%s.sock"\n' \
+        "$clean" "$clean" > "$clean.toml"
+    containerd --config "$clean.toml" >"$logs/containerd-clean.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 300); do
+        [[ -S $clean.sock ]] && break
+        sleep 0.1
+    done
+    ctr -a "$clean.sock" -n k8s.io containers ls -q \
+        | xargs -r ctr -a "$clean.sock" -n k8s.io containers rm >>"$logs/containerd-clean.log" 2>&1 \
+        || echo "worker $NODE_NAME: the old containers were not all removed (see $logs)" >&2
+    kill "$pid" && wait "$pid" || true
+    rm -rf "$store/io.containerd.grpc.v1.cri/sandboxes" "$store/io.containerd.grpc.v1.cri/containers"
+fi
+
+# 6. containerd, then kubelet and kube-proxy.
 containerd --config /etc/containerd/config.toml >"$logs/containerd.log" 2>&1 &
 for _ in $(seq 300); do
     [[ -S /run/containerd/containerd.sock ]] && break
