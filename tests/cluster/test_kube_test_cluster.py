@@ -55,14 +55,16 @@ def probe_image(kube):
         client.images.get(tag)
     except docker.errors.ImageNotFound:
         client.images.build(fileobj=io.BytesIO(PROBE_DOCKERFILE.encode()), tag=tag, rm=True)
-    remote, unique = f"{kube.info['registry']}/kube-test/probe", kube.name
+    remote, unique, digest = f"{kube.info['registry']}/kube-test/probe", kube.name, ""
     client.images.get(tag).tag(remote, unique)
     try:
         for chunk in client.images.push(remote, unique, stream=True, decode=True):
             assert "error" not in chunk, chunk
+            digest = chunk.get("aux", {}).get("Digest", digest)
     finally:
         client.images.remove(f"{remote}:{unique}")
-    return f"{kube.info['in_cluster_registry']}/kube-test/probe:{unique}"
+    assert digest.startswith("sha256:"), "the push named no manifest digest"
+    return f"{kube.info['in_cluster_registry']}/kube-test/probe:{unique}", digest
 
 
 def _pod(name: str, hostname: str, node: str, image: str) -> dict:
@@ -86,7 +88,7 @@ def _pod(name: str, hostname: str, node: str, image: str) -> dict:
 def probes(kube, probe_image):
     """Pods h1 on worker-1 and h2 on worker-2 behind the headless Service `nodes`, both
     mounting the ReadWriteMany claim `shared`: {hostname: (pod name, pod IP)}."""
-    workers = kube.info["nodes"]
+    workers, (probe_image, _) = kube.info["nodes"], probe_image
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kube.ns}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nodes"},
@@ -120,9 +122,14 @@ def test_both_workers_are_ready(kube):
 def test_a_pod_runs_on_each_worker_from_the_registry(kube, probes, probe_image):
     placed = {hostname: pod["spec"]["nodeName"] for hostname, (_, _, pod) in probes.items()}
     assert placed == {"h1": kube.info["nodes"][0], "h2": kube.info["nodes"][1]}
+    ref, digest = probe_image
     for _, _, pod in probes.values():
+        # A tag no worker held before, so resolved in the registry, to what the host pushed.
+        # (The status's `image` names any one tag of that image: the workers' image cache
+        # holds the probe under each earlier cluster's tag too. Its `imageID` is the digest.)
+        assert pod["spec"]["containers"][0]["image"] == ref
         status = pod["status"]["containerStatuses"][0]
-        assert status["ready"] and status["image"] == probe_image
+        assert status["ready"] and status["imageID"].endswith(f"@{digest}"), (status, digest)
 
 
 def test_only_images_outlive_an_earlier_cluster_in_the_image_store(kube):
