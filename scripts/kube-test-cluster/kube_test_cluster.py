@@ -492,11 +492,7 @@ class TestCluster:
         started = time.monotonic()
         cache = None
         if REGISTRY_CACHE:
-            try:
-                self.client.volumes.get(REGISTRY_CACHE)
-            except NotFound:
-                self.client.volumes.create(REGISTRY_CACHE,
-                                           labels={"aitestbed.cache": "kube-test-registry"})
+            self.cache_volume(REGISTRY_CACHE, "kube-test-registry")
             cache = {REGISTRY_CACHE: {"bind": "/var/lib/docker-registry", "mode": "rw"}}
         run("registry", command=["docker-registry", "serve", "/etc/docker/registry/kube-test.yml"],
             ports={5000: ("127.0.0.1", registry_port)}, volumes=cache)
@@ -551,6 +547,13 @@ class TestCluster:
         self.wait_ready(timeout, started)
         self.print_info()
 
+    def cache_volume(self, name: str, kind: str) -> None:
+        """A volume that outlives every test cluster (no cluster label: `down` keeps it)."""
+        try:
+            self.client.volumes.get(name)
+        except NotFound:
+            self.client.volumes.create(name, labels={"aitestbed.cache": kind})
+
     def image_stores(self, labels: dict) -> ImageStores:
         """The volume of each worker's /var/lib/containerd: the shared image cache where
         no other test cluster holds it (the caller releases the lock once the workers
@@ -561,10 +564,7 @@ class TestCluster:
             holders = [c.name for c in self.client.containers.list(
                 all=True, filters={"volume": name})] if name else []
             if name and not holders:
-                try:
-                    self.client.volumes.get(name)
-                except NotFound:
-                    self.client.volumes.create(name, labels={"aitestbed.cache": "kube-test-images"})
+                self.cache_volume(name, "kube-test-images")
             else:
                 if holders:
                     say(f"the workers' image cache {name} is held by {holders[0]}: "
