@@ -13,6 +13,7 @@ from docker.errors import DockerException
 from aitestbed.classroom.cli import classroom, load
 from aitestbed.exercises.cli import exercise
 from aitestbed.host import images, jobrun, lifecycle, passcode, sshconfig
+from aitestbed.host import systems as system_registry
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError, run_click
 from aitestbed.host.health import cluster_status, wait_ready
@@ -42,11 +43,12 @@ def _provider_of(name: str) -> str | None:
               help="Cluster name; prefixes every container, network and volume.")
 @click.pass_context
 def cli(ctx: click.Context, name: str) -> None:
-    """Emulated ALCF AI Testbed: Cerebras, Graphcore and SambaNova systems in containers.
+    """Emulated ALCF AI Testbed: its systems' login, compute and scheduler nodes in containers.
 
     \b
-    aitestbed up                  # the full testbed (profile alcf)
+    aitestbed up                  # the full testbed as the 2023 guide shows it (profile alcf)
     aitestbed up --profile mini   # one login and one or two compute nodes per system
+    aitestbed up --profile alcf-2026 --systems groq   # today's GroqRack under OpenPBS
     aitestbed ssh-config > ~/.ssh/aitestbed.conf && ssh -F ~/.ssh/aitestbed.conf gc-login-01
     """
     ctx.obj = {"name": check_cluster_name(name)}
@@ -54,9 +56,11 @@ def cli(ctx: click.Context, name: str) -> None:
 
 @cli.command()
 @click.option("--profile", "-p", envvar="AITESTBED_PROFILE", default=None,
-              help="Inventory profile: alcf (full, default), mini, or an inventory file.")
+              help="Inventory profile: alcf (the 2023 guide, default), mini, alcf-2026 (today's "
+                   "docs), alcf-2026-mini, or an inventory file.")
 @click.option("--systems", "-s", envvar="AITESTBED_SYSTEMS", default=None,
-              help="Comma-separated subset: cerebras,graphcore,sambanova.")
+              help="Comma-separated subset of the profile's systems "
+                   f"({system_registry.describe()}); only their images are built.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Block until every service is ready.")
 @click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0),
@@ -225,9 +229,9 @@ class _RunCommand(click.Command):
 @cli.command("run", cls=_RunCommand)
 @click.argument("scripts", nargs=-1, required=True)
 @click.option("--system", "-s", required=True,
-              type=click.Choice(["graphcore", "sambanova", "sn10", "cerebras"]),
-              help="Where the scripts run: Graphcore, SambaNova SN30 or SN10 (Slurm), "
-                   "Cerebras (on its login node).")
+              type=click.Choice(list(system_registry.run_targets())),
+              help="Where the scripts run: " + "; ".join(
+                  f"{t.name}: {t.help}" for t in system_registry.run_targets().values()) + ".")
 @click.option("--user", "-u", default=None, help="Run as this user (default: the practice "
               "user).")
 @click.option("--dir", "-C", "directory", default=".", show_default=True,
@@ -333,7 +337,7 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     record = state.load()
     topology = load_inventory(record.profile, record.systems)
     if copies_host_artifacts(playbook):
-        images.build_host_artifacts()  # the roles copy them
+        images.build_host_artifacts(topology.systems)  # the roles copy them
     # localhost: the account playbooks record requests in the state directory first.
     # An inventory file kept outside the project reads the project's group_vars.
     profile = ansible_source(topology.inventory_path, state.root / "profile-inventory")
@@ -416,7 +420,7 @@ def build(profile: str, no_cache: bool) -> None:
     client = connect()
     if no_cache:
         images.ensure_node_os(client, nocache=True)
-    tags = images.ensure_class_images(client, load_inventory(profile).node_classes)
+    tags = images.ensure_class_images(client, load_inventory(profile).class_systems)
     for node_class, tag in tags.items():
         click.echo(f"{node_class}\t{tag}")
 
@@ -435,8 +439,8 @@ _registry_option = click.option("--registry", "-r", envvar="AITESTBED_REGISTRY",
                                 help="HOST:PORT/PREFIX, e.g. 127.0.0.1:5000/aitestbed.")
 
 
-def _classes(profile: str, systems: str | None) -> list[str]:
-    return load_inventory(profile, parse_systems(systems)).node_classes
+def _classes(profile: str, systems: str | None) -> dict[str, tuple[str, ...]]:
+    return load_inventory(profile, parse_systems(systems)).class_systems
 
 
 @images_cmd.command("key")

@@ -87,7 +87,7 @@ class ColdEngine:
 
 
 def main() -> None:
-    classes = load_inventory(PROFILE).node_classes
+    classes = load_inventory(PROFILE).class_systems
     client = docker.from_env(timeout=600)
     work = Path(tempfile.mkdtemp(prefix="bench-images-", dir=os.environ.get("BENCH_DIR")))
     figures: dict[str, str] = {}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from aitestbed.exercises import guide
-from aitestbed.host.sdk_artifacts import write_sambanova_docs
+from aitestbed.host.systems.sambanova import write_sambanova_docs
 
 pytestmark = pytest.mark.cluster
 

@@ -57,26 +57,27 @@ def test_real_images_survive_a_save_and_load_and_up_builds_nothing(cluster, clie
     # The session's cluster built this checkout's images under the default prefix.
     monkeypatch.delenv("AITESTBED_IMAGE_PREFIX", raising=False)
     monkeypatch.delenv("AITESTBED_BASE_IMAGE", raising=False)
-    assert imagecache.missing(client, ["slurmctld"]) == []
+    assert imagecache.missing(client, {"slurmctld": ()}) == []
     real = [images.base_image(), images.node_os_tag(client, images.base_image())]
-    real.append(images.class_tag(client, real[1], "slurmctld"))
+    real.append(images.class_tag(client, real[1], "slurmctld", ()))
     monkeypatch.setenv("AITESTBED_IMAGE_PREFIX", scratch)
     ours = [f"{scratch}/{tag.split('/', 1)[1]}" for tag in real]
     for source, target in zip(real, ours, strict=True):
         _tag(client, source, target)
-    assert imagecache.missing(client, ["slurmctld"]) == []
+    assert imagecache.missing(client, {"slurmctld": ()}) == []
     path = tmp_path / "cache.aic"
-    saved = imagecache.save_tags(client, path, ours, {"key": imagecache.cache_key(["slurmctld"])})
+    key = imagecache.cache_key({"slurmctld": ()})
+    saved = imagecache.save_tags(client, path, ours, {"key": key})
     assert saved.size == path.stat().st_size and saved.size < saved.uncompressed
     ids = {tag: client.images.get(tag).id for tag in ours}
     for tag in ours:
         client.images.remove(tag, noprune=True)
-    assert imagecache.missing(client, ["slurmctld"]) == [ours[0]]
-    loaded = imagecache.load(client, path, imagecache.cache_key(["slurmctld"]))
+    assert imagecache.missing(client, {"slurmctld": ()}) == [ours[0]]
+    loaded = imagecache.load(client, path, imagecache.cache_key({"slurmctld": ()}))
     assert sorted(loaded.tags) == sorted(ours) and loaded.notes == []
     assert {tag: client.images.get(tag).id for tag in ours} == ids
     # What `up` (and `build`) would build now: nothing.
-    assert imagecache.missing(client, ["slurmctld"]) == []
+    assert imagecache.missing(client, {"slurmctld": ()}) == []
 
 
 # ------------------------------------------------------------------ a real registry
@@ -149,7 +150,7 @@ def tiny_chain(client, scratch, monkeypatch, tmp_path):
 
     base = tiny("base", images.base_image())
     node_os = tiny("os", images.node_os_tag(client, base))
-    tiny("ctld", images.class_tag(client, node_os, "slurmctld"))
+    tiny("ctld", images.class_tag(client, node_os, "slurmctld", ()))
     yield
     monkeypatch.delenv("AITESTBED_IMAGE_PREFIX", raising=False)
     for tag in [t for image in client.images.list() for t in image.tags
@@ -165,22 +166,22 @@ def tiny_chain(client, scratch, monkeypatch, tmp_path):
 def _chain(client) -> list[str]:
     base = images.base_image()
     node_os = images.node_os_tag(client, base)
-    return [base, node_os, images.class_tag(client, node_os, "slurmctld")]
+    return [base, node_os, images.class_tag(client, node_os, "slurmctld", ())]
 
 
 def test_push_then_pull_gives_every_tag_back(client, tiny_chain, registry_at):
     address = registry_at()
     where = f"{address}/aitestbed-test"
     local = _chain(client)
-    pushed = imagecache.push(client, where, ["slurmctld"])
+    pushed = imagecache.push(client, where, {"slurmctld": ()})
     assert pushed == [f"{where}/{tag.rsplit('/', 1)[1]}" for tag in local]
     ids = {tag: client.images.get(tag).id for tag in local}
     for tag in local:
         client.images.remove(tag, noprune=True)
-    assert imagecache.missing(client, ["slurmctld"]) == [local[0]]
-    assert imagecache.pull(client, where, ["slurmctld"]) == local
+    assert imagecache.missing(client, {"slurmctld": ()}) == [local[0]]
+    assert imagecache.pull(client, where, {"slurmctld": ()}) == local
     assert {tag: client.images.get(tag).id for tag in local} == ids
-    assert imagecache.missing(client, ["slurmctld"]) == []
+    assert imagecache.missing(client, {"slurmctld": ()}) == []
     # The registry's names were only passing through.
     assert not [t for image in client.images.list() for t in image.tags if address in t]
 
@@ -189,7 +190,7 @@ def test_a_refusing_or_stopped_registry_is_one_clear_error(client, tiny_chain, r
     locked = registry_at(auth=True)
     with pytest.raises(AitestbedError, match=f"registry {locked}/x: cannot push .*: it asks "
                                              "for credentials"):
-        imagecache.push(client, f"{locked}/x", ["slurmctld"])
+        imagecache.push(client, f"{locked}/x", {"slurmctld": ()})
     for where in (f"{locked}/x", f"127.0.0.1:{_free_port()}/x"):
         result = subprocess.run([*AITESTBED, "images", "pull", "--registry", where,
                                  "--profile", "mini", "--systems", "graphcore"],

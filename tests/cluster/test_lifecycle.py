@@ -104,7 +104,7 @@ def test_nodes_on_older_images_are_reported_and_replaced_keeping_data_and_queued
     from aitestbed.host import images, lifecycle
 
     client = docker.from_env()
-    current = images.ensure_class_images(client, ["rdu_node", "slurmctld"])
+    current = images.ensure_class_images(client, {"rdu_node": ("sambanova",), "slurmctld": ()})
     older = {c: f"{tag.split(':')[0]}:older-{cluster.name}" for c, tag in current.items()}
     for node_class, tag in older.items():
         client.images.get(current[node_class]).tag(tag)

@@ -7,8 +7,8 @@ import zipfile
 import pytest
 from aitestbed.cerebras import cs2, cs3, csctl, timing, wsjob
 from aitestbed.cerebras.scheduler import Limits, decide
-from aitestbed.host import sdk_artifacts
 from aitestbed.host.inventory import load
+from aitestbed.host.systems import cerebras as cerebras_entry
 
 from .test_wsjob_scheduler import job, name
 
@@ -198,10 +198,10 @@ def _as_site_runs_it(line: str) -> None:
 
 
 def test_the_2_10_wheel_has_the_new_names_and_sees_the_systems_torch(tmp_path, monkeypatch):
-    monkeypatch.setattr(sdk_artifacts, "_copy_mnist_source", lambda root, out: None)
-    monkeypatch.setattr(sdk_artifacts, "_fresh_output",
+    monkeypatch.setattr(cerebras_entry, "copy_mnist_source", lambda root, out: None)
+    monkeypatch.setattr(cerebras_entry, "fresh_output",
                         lambda root, name: tmp_path / name)
-    out = sdk_artifacts.build_cerebras()
+    out = cerebras_entry.build_cerebras()
     with zipfile.ZipFile(out / "cerebras_pytorch-2.10.0-py3-none-any.whl") as wheel:
         names = set(wheel.namelist())
         assert {"cerebras/pytorch/__init__.py", "cerebras/appliance/__init__.py",

@@ -4,8 +4,8 @@ import re
 from pathlib import Path
 
 import pytest
-from aitestbed.host import sdk_artifacts
 from aitestbed.host.errors import AitestbedError
+from aitestbed.host.systems import sambanova as sambanova_entry
 from aitestbed.sambanova import docs
 from aitestbed.sambanova.pdf import Document
 
@@ -108,8 +108,8 @@ def test_the_twelve_files_are_the_guides_names_and_say_they_are_ours():
 
 
 def test_a_rebuild_gives_the_same_bytes(tmp_path):
-    first = sdk_artifacts.write_sambanova_docs(ROOT, tmp_path / "a", "1.11.5")
-    second = sdk_artifacts.write_sambanova_docs(ROOT, tmp_path / "b", "1.11.5")
+    first = sambanova_entry.write_sambanova_docs(ROOT, tmp_path / "a", "1.11.5")
+    second = sambanova_entry.write_sambanova_docs(ROOT, tmp_path / "b", "1.11.5")
     assert [p.name for p in first] == GUIDE
     assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
 
@@ -119,4 +119,4 @@ def test_a_part_our_docs_lost_fails_the_build_in_one_line(tmp_path):
     (tmp_path / "docs" / "sambanova.md").write_text("# SambaNova\n\nNothing else.\n")
     with pytest.raises(AitestbedError, match="cannot write the SambaNova documentation: "
                        "docs/sambanova.md has no bullet starting"):
-        sdk_artifacts.write_sambanova_docs(tmp_path, tmp_path / "out", "1.11.5")
+        sambanova_entry.write_sambanova_docs(tmp_path, tmp_path / "out", "1.11.5")

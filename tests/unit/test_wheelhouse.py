@@ -7,8 +7,8 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from aitestbed.host import images
 from aitestbed.host.inventory import project_root
+from aitestbed.host.systems.common import build_wheelhouse
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -29,13 +29,13 @@ def _wheel(root: Path) -> Path:
 def test_a_module_left_in_setuptools_build_dir_is_not_shipped(tmp_path, monkeypatch):
     root = _checkout(tmp_path)
     monkeypatch.setenv("AITESTBED_HOME", str(root))
-    images.build_wheelhouse()
+    build_wheelhouse(root)
     first = hashlib.sha256(_wheel(root).read_bytes()).hexdigest()
     # What an older checkout leaves behind: a module that has since moved.
     stale = root / "build" / "lib" / "aitestbed" / "vipu" / "client.py"
     stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_text("raise ImportError('moved to aitestbed.graphcore')\n")
-    images.build_wheelhouse()
+    build_wheelhouse(root)
     names = zipfile.ZipFile(_wheel(root)).namelist()
     assert "aitestbed/vipu/client.py" not in names
     assert "aitestbed/cli.py" in names

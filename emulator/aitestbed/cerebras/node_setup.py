@@ -1,6 +1,7 @@
 """Per-cluster set-up of a Cerebras node at start (a node-init hook of the appliance roles).
 
-What it installs comes from the cluster's state directory (aitestbed.host.kube_pki):
+What it installs comes from the cluster's state directory (its record: cluster_record;
+the credentials: aitestbed.host.systems.cerebras_pki):
   management node  /etc/kubernetes/pki (API server), admin/ and controller/
                    credentials, /root/.kube/config, /etc/cerebras/controller.json
   agent nodes      /etc/kubernetes/agent/
@@ -26,6 +27,7 @@ import shutil
 from pathlib import Path
 
 from aitestbed.cerebras import wsjob
+from aitestbed.cerebras.cluster_record import ApplianceCluster
 from aitestbed.cerebras.config import CLUSTER_SETTINGS, CREDENTIALS_ROOT, USERNODE_CONFIG
 from aitestbed.cerebras.kubeapi import NAMESPACE
 from aitestbed.cerebras.wsjob import COMPILE_ROOT, USER_COMPILE_ROOT, WORKDIR_ROOT
@@ -68,7 +70,7 @@ def kubeconfig(directory: Path) -> str:
         f"    namespace: {NAMESPACE}\ncurrent-context: cerebras1\n")
 
 
-def management_node(cluster: dict, own: Path) -> None:
+def management_node(cluster: ApplianceCluster, own: Path) -> None:
     pki = KUBERNETES / "pki"
     pki.mkdir(parents=True, exist_ok=True)
     install_file(CLUSTER_DIR / "kubernetes" / "ca.crt", pki / "ca.crt", 0o444)
@@ -80,9 +82,9 @@ def management_node(cluster: dict, own: Path) -> None:
     Path("/root/.kube").mkdir(mode=0o700, exist_ok=True)
     install_file(kubeconfig(KUBERNETES / "admin"), Path("/root/.kube/config"), 0o600)
     Path("/etc/cerebras").mkdir(exist_ok=True)
-    install_file(json.dumps({"systems": cluster["systems"],
-                             "management_node": cluster["management_node"],
-                             "max_execute": cluster.get("max_execute", 1)}, indent=2) + "\n",
+    install_file(json.dumps({"systems": cluster.systems,
+                             "management_node": cluster.management_node,
+                             "max_execute": cluster.max_execute}, indent=2) + "\n",
                  Path("/etc/cerebras/controller.json"), 0o644)
 
 
@@ -105,12 +107,12 @@ def appliance_dirs() -> None:
     users.chmod(0o755)
 
 
-def login_node(cluster: dict, accounts: dict) -> None:
+def login_node(cluster: ApplianceCluster, accounts: dict) -> None:
     ca = Path("/opt/cerebras/certs/ca.crt")
     ca.parent.mkdir(parents=True, exist_ok=True)
     install_file(CLUSTER_DIR / "kubernetes" / "ca.crt", ca, 0o444)
     install_file(json.dumps({
-        "clusters": [{"name": "cerebras1", "server": cluster["server"],
+        "clusters": [{"name": "cerebras1", "server": cluster.server,
                       "certificateAuthority": str(ca)}],
         "contexts": [{"name": "cerebras1", "cluster": "cerebras1", "namespace": NAMESPACE}],
         "currentContext": "cerebras1",
@@ -120,7 +122,7 @@ def login_node(cluster: dict, accounts: dict) -> None:
     for user in accounts["users"]:
         source = CLUSTER_DIR / "users" / user["name"]
         if user.get("active", True) and (source / "kube.crt").is_file():
-            credentials_dir(CREDENTIALS_ROOT / user["name"], cluster["server"],
+            credentials_dir(CREDENTIALS_ROOT / user["name"], cluster.server,
                             source / "kube.crt", source / "kube.key", user["uid"], user["gid"])
 
 
@@ -148,17 +150,16 @@ def main() -> None:
     cluster_file = CLUSTER_DIR / "kubernetes" / "cluster.json"
     if node.system != "cerebras" or not cluster_file.is_file():
         return
-    cluster = json.loads(cluster_file.read_text())
+    cluster = ApplianceCluster.load(cluster_file)
     CLUSTER_SETTINGS.parent.mkdir(parents=True, exist_ok=True)
-    install_file(json.dumps({key: value for key, value in cluster.items() if key != "server"},
-                            indent=2) + "\n", CLUSTER_SETTINGS, 0o644)
+    install_file(json.dumps(cluster.settings(), indent=2) + "\n", CLUSTER_SETTINGS, 0o644)
     if "/software" in node.mounts:
-        link_software(cluster.get("release"))
+        link_software(cluster.release)
     own = NODE_DIR / "kubernetes"
     if (own / "apiserver.crt").is_file():
         management_node(cluster, own)
     if (own / "agent.crt").is_file():
-        credentials_dir(KUBERNETES / "agent", cluster["server"], own / "agent.crt",
+        credentials_dir(KUBERNETES / "agent", cluster.server, own / "agent.crt",
                         own / "agent.key")
     if "/n1" in node.mounts:
         appliance_dirs()

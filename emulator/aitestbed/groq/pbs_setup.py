@@ -1,6 +1,6 @@
 """This host's part of the GroqRack's PBS complex (OpenPBS), set up at every start.
 
-The cluster's state directory holds the complex (aitestbed.host.state: pbs/pbs.json:
+The cluster's state directory holds the complex (pbs/pbs.json, a pbs_complex.Complex:
 the server, the execution hosts (GroqNodes), the login nodes). From it and node.json:
 
   init      (node-init hook) /etc/pbs.conf for this host's part: the server runs
@@ -24,15 +24,14 @@ current address to its name and FQDN, refreshed while PBS runs.
 
 from __future__ import annotations
 
-import json
 import re
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from aitestbed.groq.card import CARDS_PER_NODE
+from aitestbed.groq.pbs_complex import Complex
 from aitestbed.node.config import CLUSTER_DIR, NODE_DIR, NodeConfig
 from aitestbed.node.init import install_file
 
@@ -53,28 +52,6 @@ COMMANDS = ("qsub", "qstat", "qdel", "qhold", "qrls", "qalter", "qmove", "qorder
 BIN = Path("/usr/local/bin")
 # The scheduler's default resources line (src/scheduler/pbs_sched_config).
 SCHED_RESOURCES = '"ncpus, mem, arch, host, vnode, aoe, eoe"'
-
-
-@dataclass(frozen=True)
-class Complex:
-    server: str
-    moms: list[str]
-    clients: list[str]
-    domain: str = "ai.alcf.anl.gov"
-
-    @classmethod
-    def load(cls, path: Path = COMPLEX, domain: str = "ai.alcf.anl.gov") -> Complex:
-        data = json.loads(path.read_text())
-        return cls(data["server"], list(data["moms"]), list(data["clients"]), domain)
-
-    def role(self, node: str) -> str:
-        if node == self.server:
-            return "server"
-        return "mom" if node in self.moms else "client"
-
-    @property
-    def hosts(self) -> list[str]:
-        return [self.server, *self.moms, *self.clients]
 
 
 def pbs_conf(role: str, server: str) -> str:

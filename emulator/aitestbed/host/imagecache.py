@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -46,17 +46,27 @@ ZSTD_LEVEL = int(os.environ.get("AITESTBED_CACHE_ZSTD_LEVEL", "3"))
 # Level 3 with a 128 MiB window: measured on a 1.5 GB sample of the OS layer, 28 % of the
 # size in 8 s on 2 cores (level 6: 27 % in 18 s, level 9: 26 % in 30 s).
 # Every input of the images (images.py hashes these into the tags, with image IDs).
-KEY_INPUTS = ("images", *images.CLASS_INPUTS, "scripts/ensure-base-image.sh")
+KEY_INPUTS = ("images", *images.class_input_paths(), "scripts/ensure-base-image.sh")
 
 
-def cache_key(classes: list[str]) -> str:
-    """Changes whenever an input of the images of these classes (or their names) changes."""
+Classes = Mapping[str, Sequence[str]]  # class -> the systems its image carries
+
+
+def class_names(classes: Classes) -> list[str]:
+    """'login(cerebras,graphcore)': a class and its systems, as keys and manifests say."""
+    return sorted(f"{c}({','.join(s)})" for c, s in classes.items())
+
+
+def cache_key(classes: Classes | list[str]) -> str:
+    """Changes whenever an input of the images of these classes (their names, their
+    systems) changes; `classes` as a topology has them, or as a manifest names them."""
     root = project_root()
-    extra = [f"format {FORMAT}", images.prefix(), images.base_image(), *sorted(classes)]
+    names = class_names(classes) if isinstance(classes, Mapping) else sorted(classes)
+    extra = [f"format {FORMAT}", images.prefix(), images.base_image(), *names]
     return images._tree_digest([root / p for p in KEY_INPUTS], extra)
 
 
-def image_set(client: docker.DockerClient, classes: list[str]) -> list[str]:
+def image_set(client: docker.DockerClient, classes: Classes) -> list[str]:
     """The tags of the base, the OS layer and the class images; builds what is missing."""
     tags = images.ensure_class_images(client, classes)
     return [images.base_image(), images.ensure_node_os(client), *tags.values()]
@@ -214,7 +224,7 @@ def _reason(stderr: bytes) -> str:
     return lines[-1] if lines else "no message"
 
 
-def save(client: docker.DockerClient, path: Path, classes: list[str], key: str,
+def save(client: docker.DockerClient, path: Path, classes: Classes, key: str,
          profile: str) -> SaveResult:
     """Write the images of these classes (built first when missing) to `path`."""
     _tool("zstd", "zstd")
@@ -229,7 +239,7 @@ def save(client: docker.DockerClient, path: Path, classes: list[str], key: str,
         part.unlink(missing_ok=True)
         raise
     return save_tags(client, path, tags, {"key": key, "profile": profile,
-                                          "classes": sorted(classes),
+                                          "classes": class_names(classes),
                                           "prefix": images.prefix()})
 
 
@@ -296,7 +306,7 @@ def save_tags(client: docker.DockerClient, path: Path, tags: list[str],
                       time.monotonic() - started)
 
 
-def missing(client: docker.DockerClient, classes: list[str]) -> list[str]:
+def missing(client: docker.DockerClient, classes: Classes) -> list[str]:
     """What `up` would build now for these classes (nothing after a load or a pull)."""
     base = images.base_image()
     if _image_id(client, base) is None:
@@ -304,8 +314,10 @@ def missing(client: docker.DockerClient, classes: list[str]) -> list[str]:
     node_os = images.node_os_tag(client, base)
     if _image_id(client, node_os) is None:
         return [node_os]
-    wanted = [images.class_tag(client, node_os, c) for c in sorted(classes)]
-    return [tag for tag in wanted if _image_id(client, tag) is None]
+    inputs = images.class_inputs(client, node_os)
+    return [tag for c, s in sorted(classes.items())
+            if _image_id(client, tag := images.class_tag(client, node_os, c, s, inputs)) is None
+            and images.covering(client, c, inputs, s) is None]
 
 
 def _image_id(client: docker.DockerClient, tag: str) -> str | None:
@@ -392,7 +404,7 @@ def load(client: docker.DockerClient, path: Path, key: str | None = None) -> Loa
 
 # ---------------------------------------------------------------- registry
 
-def push(client: docker.DockerClient, where: str, classes: list[str]) -> list[str]:
+def push(client: docker.DockerClient, where: str, classes: Classes) -> list[str]:
     """Push the base, the OS layer and the class images (built first when missing)."""
     where = registry.check_registry(where)
     pushed = []
@@ -403,7 +415,7 @@ def push(client: docker.DockerClient, where: str, classes: list[str]) -> list[st
     return pushed
 
 
-def pull(client: docker.DockerClient, where: str, classes: list[str]) -> list[str]:
+def pull(client: docker.DockerClient, where: str, classes: Classes) -> list[str]:
     """Pull the images this checkout needs and give them their local names. The tags hang
     on image IDs, so it goes base -> OS layer -> classes, each tag computed from the last."""
     where = registry.check_registry(where)
@@ -420,5 +432,7 @@ def pull(client: docker.DockerClient, where: str, classes: list[str]) -> list[st
     pulled = [one(images.base_image())]
     node_os = one(images.node_os_tag(client, images.base_image()))
     pulled.append(node_os)
-    pulled += [one(images.class_tag(client, node_os, c)) for c in sorted(classes)]
+    inputs = images.class_inputs(client, node_os)
+    pulled += [one(images.class_tag(client, node_os, c, s, inputs))
+               for c, s in sorted(classes.items())]
     return pulled

@@ -12,34 +12,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import docker
 import yaml
 from docker.errors import APIError, BuildError, ImageNotFound
 
+from aitestbed.host import systems
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
 from aitestbed.host.naming import LABEL_BUILD, LABEL_CLASS
 from aitestbed.host.playbook import run_playbook
 from aitestbed.host.registry import check_registry, pull_as
-from aitestbed.host.sdk_artifacts import (
-    build_cerebras,
-    build_graphcore,
-    build_groq,
-    build_kubernetes,
-    build_openpbs,
-    build_sambanova,
-    build_tensorboard,
-)
 
 ENTRYPOINT = ["/usr/bin/tini", "--"]
 CMD = ["/opt/aitestbed/venv/bin/aitestbed-node-init"]
@@ -134,74 +125,96 @@ def node_os_tag(client: docker.DockerClient, base: str) -> str:
     return f"{prefix()}/node-os:" + _tree_digest([context], [client.images.get(base).id])
 
 
-# What a class image is made from (beside the OS layer): its tag is a hash of these.
+# What a class image is made from (beside the OS layer, its class and its systems): its
+# tag is a hash of these and of the files the systems' artifacts are made from.
 CLASS_INPUTS = ("roles", "playbooks", "deploy", "emulator", "pyproject.toml",
-                "images/cluster-requirements.txt", "images/graphcore-tensorflow-requirements.txt",
-                "images/tensorboard-requirements.txt",
                 "inventory/group_vars/all.yml")
 
 
-def class_tag(client: docker.DockerClient, node_os: str, node_class: str) -> str:
+def class_input_paths() -> list[str]:
+    return [*CLASS_INPUTS, *systems.artifact_inputs()]
+
+
+LABEL_INPUTS = "aitestbed.inputs"  # the digest of what a class image was made from
+LABEL_SYSTEMS = "aitestbed.systems"  # the systems whose roles it carries, comma-separated
+
+
+def class_inputs(client: docker.DockerClient, node_os: str) -> str:
+    """The digest of everything a class image is made from beside its class and systems."""
     root = project_root()
-    inputs = [root / path for path in CLASS_INPUTS]
-    digest = _tree_digest(inputs, [client.images.get(node_os).id, node_class])
-    return f"{prefix()}/{node_class}:{digest}"
+    return _tree_digest([root / path for path in class_input_paths()],
+                        [client.images.get(node_os).id])
 
 
-def build_wheelhouse() -> Path:
-    """Wheels for inside the cluster (containers cannot reach PyPI): ours and our needs."""
+def class_tag(client: docker.DockerClient, node_os: str, node_class: str,
+              system_names: Sequence[str], inputs: str | None = None) -> str:
+    """<prefix>/<class>:<digest of its inputs, its class and its systems>."""
+    inputs = inputs or class_inputs(client, node_os)
+    digest = hashlib.sha256("\0".join([inputs, node_class, *system_names]).encode())
+    return f"{prefix()}/{node_class}:{digest.hexdigest()[:12]}"
+
+
+def covering(client: docker.DockerClient, node_class: str, inputs: str,
+              system_names: Sequence[str]) -> str | None:
+    """A local image of the class made from the same inputs for these systems and more (a
+    subset's login node runs from the full profile's login image): the one with the
+    fewest systems."""
+    found = []
+    for image in client.images.list(name=f"{prefix()}/{node_class}",
+                                    filters={"label": f"{LABEL_INPUTS}={inputs}"}):
+        carried = set(filter(None, (image.labels or {}).get(LABEL_SYSTEMS, "").split(",")))
+        tags = sorted(t for t in image.tags if t.startswith(f"{prefix()}/{node_class}:"))
+        if tags and set(system_names) <= carried:
+            found.append((len(carried), tags[0]))
+    return min(found)[1] if found else None
+
+
+def build_host_artifacts(system_names: Iterable[str], node_os: str | None = None) -> None:
+    """What the roles of these systems' images copy from the host: the common artifacts
+    (the wheelhouse, TensorBoard's wheels) and each system's own (host/systems), nothing
+    of a system not asked for. Reproducible, so a rebuild equals the images' copies and
+    site.yml changes nothing. The OS layer (`node_os`) is made only if an artifact needs
+    it (OpenPBS is compiled against it)."""
     root = project_root()
-    wheelhouse = root / "build" / "wheelhouse"
-    shutil.rmtree(wheelhouse, ignore_errors=True)
-    wheelhouse.mkdir(parents=True)
-    # setuptools builds in build/lib and never empties it: a module since moved or
-    # deleted would ride along in every later wheel (and differ from a clean clone's).
-    for stale in [root / "build" / "lib", *root.joinpath("build").glob("bdist.*")]:
-        shutil.rmtree(stale, ignore_errors=True)
-    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-    # A fixed SOURCE_DATE_EPOCH makes the wheel byte-for-byte reproducible, so a rebuilt
-    # wheelhouse equals the one in the images and site.yml finds nothing to copy.
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheelhouse),
-                    str(root)], check=True, stdout=subprocess.DEVNULL,
-                   env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"})
-    requirements = root / "images" / "cluster-requirements.txt"
-    wanted = [ln for ln in requirements.read_text().splitlines()
-              if ln.strip() and not ln.lstrip().startswith("#")]
-    if wanted:
-        subprocess.run([*pip, "download", "--only-binary=:all:", "--python-version", "3.11",
-                        "--platform", "manylinux2014_x86_64", "--platform", "any",
-                        "-d", str(wheelhouse), "-r", str(requirements)], check=True)
-    return wheelhouse
+    made: list[str] = [node_os] if node_os else []
+
+    def the_node_os() -> str:
+        if not made:
+            made.append(ensure_node_os(connect()))
+        return made[0]
+
+    context = systems.BuildContext(root, the_node_os)
+    for artifact in systems.artifacts(system_names):
+        say(f"  {artifact.name}" + (f" ({artifact.note})" if artifact.note else ""))
+        artifact.build(context)
 
 
-def build_host_artifacts(node_os: str | None = None) -> None:
-    """What the roles copy from the host: the wheelhouse and the vendor SDKs' files.
-    Reproducible, so a rebuild equals the images' copies and site.yml changes nothing.
-    OpenPBS is compiled against the node OS layer (`node_os`, made if missing)."""
-    if node_os is None:
-        node_os = ensure_node_os(connect())
-    build_wheelhouse()
-    say("the vendor SDKs' files and TensorBoard (TensorFlow's wheels for the Graphcore hosts "
-        "and TensorBoard's: about 220 MB, downloaded once into build/downloads)")
-    build_graphcore()
-    build_sambanova()
-    build_cerebras()
-    build_kubernetes()
-    build_openpbs(node_os)
-    build_groq()
-    build_tensorboard()
-
-
-def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict[str, str]:
+def ensure_class_images(client: docker.DockerClient,
+                        classes: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """class -> the image its nodes are made from, for a topology's classes and the systems
+    each carries (Topology.class_systems): this checkout's image, a local one of the same
+    inputs that carries more systems, one pulled from AITESTBED_REGISTRY, or built here
+    with the artifacts of those systems only."""
     node_os = ensure_node_os(client)
-    tags = {c: class_tag(client, node_os, c) for c in classes}
-    missing = [c for c in classes
-               if not _exists(client, tags[c]) and not _from_registry(client, tags[c])]
+    inputs = class_inputs(client, node_os)
+    tags = {c: class_tag(client, node_os, c, s, inputs) for c, s in classes.items()}
+    missing = []
+    for node_class in classes:
+        if _exists(client, tags[node_class]):
+            continue
+        found = covering(client, node_class, inputs, classes[node_class])
+        if found:
+            tags[node_class] = found
+        elif not _from_registry(client, tags[node_class]):
+            missing.append(node_class)
     if not missing:
         return tags
-    say(f"building node class images: {', '.join(missing)} (Ansible, playbooks/image.yml)")
+    wanted = sorted({s for c in missing for s in classes[c]})
+    say(f"building node class images: {', '.join(missing)} (Ansible, playbooks/image.yml) "
+        f"for {systems.describe(wanted) or 'no system'}")
     started = time.monotonic()
-    build_host_artifacts(node_os)
+    say("what their roles copy from this host:")
+    build_host_artifacts(wanted, node_os)
     run_id = uuid.uuid4().hex[:8]
     containers = {}
     try:
@@ -209,26 +222,29 @@ def ensure_class_images(client: docker.DockerClient, classes: list[str]) -> dict
             containers[node_class] = client.containers.run(
                 node_os, ["sleep", "infinity"], name=f"{prefix()}-build-{node_class}-{run_id}",
                 detach=True, network_mode="none", labels={LABEL_BUILD: run_id})
-        _apply_image_playbook(containers, run_id)
+        _apply_image_playbook(containers, {c: classes[c] for c in missing}, run_id)
         for node_class, container in containers.items():
             repository, tag = tags[node_class].rsplit(":", 1)
             container.commit(repository=repository, tag=tag, conf={
                 "Entrypoint": ENTRYPOINT, "Cmd": CMD,
-                "Labels": {LABEL_CLASS: node_class}, "StopSignal": "SIGTERM"})
+                "Labels": {LABEL_CLASS: node_class, LABEL_INPUTS: inputs,
+                           LABEL_SYSTEMS: ",".join(classes[node_class])},
+                "StopSignal": "SIGTERM"})
     finally:
         for container in containers.values():
             container.remove(force=True)
     say(f"built {', '.join(tags[c] for c in missing)} in {time.monotonic() - started:.0f} s")
-    _prune(client, [tags[c] for c in missing])
+    _prune(client, [tags[c] for c in missing], inputs)
     return tags
 
 
-def _prune(client: docker.DockerClient, current: list[str]) -> None:
-    """Remove superseded tags of the rebuilt classes that no container uses."""
+def _prune(client: docker.DockerClient, current: list[str], inputs: str) -> None:
+    """Remove the superseded images of the rebuilt classes (made from other inputs) that no
+    container uses; the same inputs' images for other systems stay."""
     for tag in current:
         repository = tag.rsplit(":", 1)[0]
         for image in client.images.list(name=repository):
-            if tag in image.tags:
+            if tag in image.tags or (image.labels or {}).get(LABEL_INPUTS) == inputs:
                 continue
             try:
                 client.images.remove(image.id)
@@ -236,10 +252,12 @@ def _prune(client: docker.DockerClient, current: list[str]) -> None:
                 continue
 
 
-def _apply_image_playbook(containers: dict, run_id: str) -> None:
+def _apply_image_playbook(containers: dict, classes: Mapping[str, Sequence[str]],
+                          run_id: str) -> None:
     root = project_root()
     inventory = {"all": {"hosts": {
         f"build-{node_class}": {"ansible_host": c.name, "node_class": node_class,
+                                "image_systems": list(classes[node_class]),
                                 "ansible_connection": "docker",
                                 "ansible_python_interpreter": "/usr/bin/python3"}
         for node_class, c in containers.items()}}}

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import yaml
 
+from aitestbed.host import systems as system_registry
 from aitestbed.host.errors import AitestbedError
 
-SYSTEMS = ("cerebras", "graphcore", "sambanova", "groq")
 PROFILE_ALIASES = {"full": "alcf"}
 _NODE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
@@ -77,7 +77,14 @@ class Topology:
 
     @property
     def systems(self) -> list[str]:
-        return [s for s in SYSTEMS if any(n.system == s for n in self.nodes)]
+        return [s for s in system_registry.names() if any(n.system == s for n in self.nodes)]
+
+    @property
+    def class_systems(self) -> dict[str, tuple[str, ...]]:
+        """Each node class -> the systems of this topology whose playbooks configure it:
+        what its image is built with (a login node's image carries the tools of the
+        topology's systems only, and a Slurm controller's none)."""
+        return {c: system_registry.configuring(c, self.systems) for c in self.node_classes}
 
     @property
     def common_vars(self) -> dict:
@@ -197,10 +204,10 @@ def _direct_groups(listing: dict) -> dict[str, list[str]]:
 def _node(name: str, hv: dict) -> Node:
     if not _NODE_NAME.match(name):
         raise AitestbedError(f"invalid host name {name!r}: use lower-case letters, digits and '-'")
-    if hv.get("system") not in SYSTEMS:
+    if hv.get("system") not in system_registry.names():
         raise AitestbedError(
             f"host {name} belongs to no system: list it under one of "
-            + ", ".join(f"{s}_system" for s in SYSTEMS)
+            + ", ".join(f"{s}_system" for s in system_registry.names())
         )
     if not hv.get("node_class"):
         raise AitestbedError(f"host {name} has no node_class (set it in its group_vars)")
@@ -227,10 +234,10 @@ def parse_systems(systems: str | None) -> list[str] | None:
     if not systems:
         return None
     chosen = [s.strip() for s in systems.split(",") if s.strip()]
-    unknown = [s for s in chosen if s not in SYSTEMS]
+    unknown = [s for s in chosen if s not in system_registry.names()]
     if unknown:
         raise AitestbedError(
-            f"unknown system {unknown[0]!r}: choose from {', '.join(SYSTEMS)}"
+            f"unknown system {unknown[0]!r}: choose from {', '.join(system_registry.names())}"
         )
     return chosen
 
@@ -247,10 +254,11 @@ def load(profile: str, systems: list[str] | None = None) -> Topology:
             raise AitestbedError(
                 f"duplicate host name {host!r} in {path.name}: listed in {' and '.join(groups)}"
             )
-    if len(hostvars) > 1 and not any(hv.get("system") in SYSTEMS for hv in hostvars.values()):
+    known = system_registry.names()
+    if len(hostvars) > 1 and not any(hv.get("system") in known for hv in hostvars.values()):
         raise AitestbedError(
             f"no host of {path} belongs to a system: list them under "
-            + ", ".join(f"{s}_system" for s in SYSTEMS)
+            + ", ".join(f"{s}_system" for s in system_registry.names())
             + f" (their group_vars are read from {path.parent / 'group_vars'}, or else from "
             f"{project_root() / 'inventory' / 'group_vars'})")
     nodes = [_node(name, hv) for name, hv in sorted(hostvars.items())]

