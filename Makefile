@@ -36,7 +36,7 @@ engine:
 	@bash scripts/ensure-engine.sh
 
 images: venv engine
-	$(BIN)/aitestbed build --profile $(PROFILE)
+	$(BIN)/aitestbed build --profile $(PROFILE) $(if $(SYSTEMS),--systems $(SYSTEMS))
 
 cluster-up: venv engine
 	$(AITESTBED) up --profile $(PROFILE) $(if $(SYSTEMS),--systems $(SYSTEMS)) \

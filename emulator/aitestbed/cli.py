@@ -413,14 +413,17 @@ def passcode_cmd(ctx: click.Context, user: str | None, watch: bool, typed: bool,
 
 @cli.command()
 @click.option("--profile", "-p", envvar="AITESTBED_PROFILE", default="alcf", show_default=True)
+@click.option("--systems", "-s", envvar="AITESTBED_SYSTEMS", default=None,
+              help="Only these systems' images (comma-separated).")
 @click.option("--no-cache", is_flag=True, help="Rebuild the OS layer from scratch.")
-def build(profile: str, no_cache: bool) -> None:
-    """Build the node images (done by `up` when they are missing)."""
+def build(profile: str, systems: str | None, no_cache: bool) -> None:
+    """Build the node images of a profile, or of some of its systems (done by `up` when
+    they are missing); nothing of a system the profile or subset does not contain."""
 
     client = connect()
     if no_cache:
         images.ensure_node_os(client, nocache=True)
-    tags = images.ensure_class_images(client, load_inventory(profile).class_systems)
+    tags = images.ensure_class_images(client, _classes(profile, systems))
     for node_class, tag in tags.items():
         click.echo(f"{node_class}\t{tag}")
 
