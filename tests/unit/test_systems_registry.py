@@ -5,7 +5,10 @@ artifacts of its systems only."""
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +159,28 @@ def test_run_targets_come_from_the_registry():
     for target in systems.run_targets().values():
         assert target.system in systems.names()
         assert target.scheduler in ("slurm", "wsjob")
+
+
+def test_a_shared_class_gets_the_plays_of_its_images_systems_only(tmp_path):
+    """plays/node-classes.yml's with_<system> groups, run by Ansible: a login image built
+    for cerebras and graphcore gets their login plays and not Groq's; one whose systems are
+    not set (a hand-made inventory) gets those of every system group it has."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = {"all": {"hosts": {
+        "two": {**local, "node_class": "login", "image_systems": ["cerebras", "graphcore"]},
+        "none": {**local, "node_class": "slurmctld", "image_systems": []}},
+        "children": {"groq_system": {"hosts": {"byhand": {**local, "node_class": "login"}}}}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    plays = [{"name": "Node classes", "ansible.builtin.import_playbook":
+              str(ROOT / "playbooks" / "plays" / "node-classes.yml")}]
+    plays += [{"name": name, "hosts": f"class_login:&with_{name}", "gather_facts": False,
+               "tasks": [{"ansible.builtin.debug": {"msg": f"PLAYED {name}"}}]}
+              for name in systems.names()]
+    (tmp_path / "probe.yml").write_text(yaml.safe_dump(plays))
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml",
+         "probe.yml"], cwd=tmp_path, capture_output=True, text=True, check=False,
+        env={**os.environ, "ANSIBLE_STRATEGY": "linear", "ANSIBLE_NOCOLOR": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    played = set(re.findall(r'ok: \[(\w+)\] => \{\s+"msg": "PLAYED (\w+)"', result.stdout))
+    assert played == {("two", "cerebras"), ("two", "graphcore"), ("byhand", "groq")}
