@@ -196,7 +196,7 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
             state.root, storage.topology_mounts(topology),
             json.loads((state.common_dir / "accounts.json").read_text()))
 
-    tags = where.ensure_images(topology.node_classes)
+    tags = where.ensure_images(topology.class_systems)
     warnings += where.ensure_network(name, topology)
     for mount in sorted({m for n in topology.nodes for m in n.mounts}):
         if not _on_image(record, mount):
