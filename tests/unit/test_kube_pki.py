@@ -1,6 +1,6 @@
 """Per-cluster certificates for the Cerebras appliance's API."""
 
-from aitestbed.host import kube_pki
+from aitestbed.host.systems import cerebras_pki
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
@@ -13,9 +13,9 @@ def subject(path):
 
 
 def test_identities_and_groups_come_from_the_certificates(tmp_path):
-    ca = kube_pki.ClusterCA(tmp_path / "secret", tmp_path / "public")
+    ca = cerebras_pki.ClusterCA(tmp_path / "secret", tmp_path / "public")
     ca.server(tmp_path / "mgmt", ["cer-mgmt-01", "cer-mgmt-01.ai.alcf.anl.gov"])
-    ca.client(tmp_path / "users", "alice", "alice", kube_pki.USERS_GROUP)
+    ca.client(tmp_path / "users", "alice", "alice", cerebras_pki.USERS_GROUP)
     cn, org, cert = subject(tmp_path / "users" / "alice.crt")
     assert (cn, org) == ("alice", ["cerebras-users"])
     assert cert.issuer == ca.cert.subject
@@ -28,12 +28,12 @@ def test_identities_and_groups_come_from_the_certificates(tmp_path):
 
 
 def test_reruns_keep_what_exists_and_a_new_ca_reissues(tmp_path):
-    ca = kube_pki.ClusterCA(tmp_path / "secret", tmp_path / "public")
-    ca.client(tmp_path, "bob", "bob", kube_pki.USERS_GROUP)
+    ca = cerebras_pki.ClusterCA(tmp_path / "secret", tmp_path / "public")
+    ca.client(tmp_path, "bob", "bob", cerebras_pki.USERS_GROUP)
     first = (tmp_path / "bob.crt").read_bytes()
-    again = kube_pki.ClusterCA(tmp_path / "secret", tmp_path / "public")
-    again.client(tmp_path, "bob", "bob", kube_pki.USERS_GROUP)
+    again = cerebras_pki.ClusterCA(tmp_path / "secret", tmp_path / "public")
+    again.client(tmp_path, "bob", "bob", cerebras_pki.USERS_GROUP)
     assert (tmp_path / "bob.crt").read_bytes() == first
-    other = kube_pki.ClusterCA(tmp_path / "other", tmp_path / "other-public")
-    other.client(tmp_path, "bob", "bob", kube_pki.USERS_GROUP)
+    other = cerebras_pki.ClusterCA(tmp_path / "other", tmp_path / "other-public")
+    other.client(tmp_path, "bob", "bob", cerebras_pki.USERS_GROUP)
     assert (tmp_path / "bob.crt").read_bytes() != first

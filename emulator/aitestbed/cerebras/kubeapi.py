@@ -3,7 +3,7 @@
 csctl must answer `get jobs` in a fraction of a second, and importing the
 official client alone takes longer than that; the few calls the appliance
 needs (get, list, create, merge-patch, status patch, watch) are plain REST.
-Identity is the client certificate (see aitestbed.host.kube_pki).
+Identity is the client certificate (see aitestbed.host.systems.cerebras_pki).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@
   sshconfig, relay, passcode
                  the users' ssh config and logins, the emulated MobilePASS+ app
   accounts       the account and project registry (onboarding as code)
-  kube_pki       the Cerebras appliance's CA and certificates
+  systems        the systems registry (one entry per system; cerebras_pki, the
+                 appliance's CA and certificates)
   slurmconf      each Slurm cluster's configuration, rendered from the roles' templates
   sdk_artifacts, wheels
                  the SDK wheels and datasets the image build puts in /software

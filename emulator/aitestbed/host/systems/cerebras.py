@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING
 from aitestbed.cerebras.cluster_record import ApplianceCluster
 from aitestbed.cerebras.cs3 import inventory_settings
 from aitestbed.cerebras.wsjob import release_tuple
-from aitestbed.host import kube_pki
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
 from aitestbed.host.sdk_artifacts import copy_mnist_source, fresh_output, role_defaults
-from aitestbed.host.systems import Artifact, RunTarget, System
+from aitestbed.host.systems import Artifact, RunTarget, System, cerebras_pki
 from aitestbed.host.wheels import build_wheel
 
 if TYPE_CHECKING:
@@ -98,27 +97,27 @@ def cluster_record(topology: Topology) -> ApplianceCluster | None:
 
 
 def publish(state: ClusterState, topology: Topology, accounts: dict) -> None:
-    """The appliance's API: its record, CA, server and client certificates (kube_pki), each
+    """The appliance's API: its record, CA, server and client certificates (cerebras_pki), each
     active Cerebras user's own."""
     record = cluster_record(topology)
     if record is None:
         return
-    ca = kube_pki.ClusterCA(state.root / "kubernetes", state.common_dir / "kubernetes")
+    ca = cerebras_pki.ClusterCA(state.root / "kubernetes", state.common_dir / "kubernetes")
     state.write(state.common_dir / "kubernetes" / "cluster.json", record.to_json())
     for node in topology.nodes:
         directory = state.node_dir(node.name) / "kubernetes"
         if node.name == record.management_node:
             ca.server(directory, node.dns_names)
-            ca.client(directory, "admin", "aitestbed-admin", kube_pki.ADMIN_GROUP)
-            ca.client(directory, "controller", "wsjob-controller", kube_pki.APPLIANCE_GROUP)
-            kube_pki.service_account_keys(directory)
+            ca.client(directory, "admin", "aitestbed-admin", cerebras_pki.ADMIN_GROUP)
+            ca.client(directory, "controller", "wsjob-controller", cerebras_pki.APPLIANCE_GROUP)
+            cerebras_pki.service_account_keys(directory)
         if "wsjob-agent" in node.services:
             ca.client(directory, "agent", f"wsjob-agent:{node.name}",
-                      kube_pki.APPLIANCE_GROUP)
+                      cerebras_pki.APPLIANCE_GROUP)
     for user in accounts["users"]:
         if user["active"] and SYSTEM.name in user["groups"]:
             ca.client(state.common_dir / "users" / user["name"], "kube", user["name"],
-                      kube_pki.USERS_GROUP)
+                      cerebras_pki.USERS_GROUP)
 
 
 def _logins(nodes):
