@@ -1,4 +1,5 @@
-"""Run Slurm's commands: here when they are installed, else on a login node over ssh.
+"""Run Slurm's commands: here when they are installed, else on a login node over ssh
+(their text is read by aitestbed.node.slurm_text, as everywhere in aitestbed).
 
 On the host, the cluster is $AITESTBED_CLUSTER (default `aitestbed`, as for the
 aitestbed CLI) and the login node $AITESTBED_SLURM_LOGIN (default gc-login-01,
@@ -15,6 +16,8 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
+
+from aitestbed.node import slurm_text
 
 from .error import RPCError
 
@@ -54,22 +57,10 @@ def run_json(*argv: str) -> dict:
     return json.loads(run(*argv, "--json"))
 
 
-def key_values(line: str) -> dict[str, str]:
-    """`Key=Value Key2=Value two` (scontrol -o output) -> dict."""
-    fields: dict[str, str] = {}
-    for match in re.finditer(r"(\w[\w:/]*)=(.*?)(?=\s+\w[\w:/]*=|$)", line.strip()):
-        fields[match.group(1)] = match.group(2)
-    return fields
+key_values = slurm_text.key_values  # `Key=Value Key2=Value two` (scontrol -o) -> dict
 
 
 def parse_gres(text: str | None) -> dict[str, int]:
-    """`ipu:16`, `gres:ipu:2`, `ipu:0,rdu:4` -> {"ipu": 16, ...} (zero counts left out)."""
-    counts: dict[str, int] = {}
-    for item in (text or "").split(","):
-        parts = [p for p in item.split("(")[0].split(":") if p and p != "gres"]
-        if len(parts) >= 2 and parts[-1].isdigit():
-            if int(parts[-1]):
-                counts[":".join(parts[:-1])] = int(parts[-1])
-        elif len(parts) == 1 and parts[0] not in ("N/A", "(null)"):
-            counts[parts[0]] = 1
-    return counts
+    """`ipu:16`, `gres:ipu:2`, `gpu:tesla:2`, `ipu:0,rdu:4` -> {"ipu": 16, "gpu:tesla": 2,
+    ...}: pyslurm's keys (name, or name:type), zero counts left out."""
+    return {key: n for key, n in slurm_text.parse_gres(text, typed=True).items() if n}

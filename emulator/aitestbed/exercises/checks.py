@@ -34,6 +34,7 @@ from aitestbed.exercises.guide import (
     SERVER_PORT,
 )
 from aitestbed.exercises.probe import Probe
+from aitestbed.node.slurm_text import key_values
 
 SSHD_LOG = "/var/log/sshd.log"
 JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"
@@ -156,11 +157,9 @@ class SlurmJob:
         return f"job {self.job_id} ({self.name}) {self.state}"
 
 
-_FIELD = re.compile(r"(\w+)=(\S*)")
-
-
 def parse_jobcomp(text: str) -> list[SlurmJob]:
-    return [SlurmJob(dict(_FIELD.findall(line))) for line in text.splitlines() if "JobId=" in line]
+    """The job completion log's lines (jobcomp/filetxt: one `Key=Value` record a job)."""
+    return [SlurmJob(key_values(line)) for line in text.splitlines() if "JobId=" in line]
 
 
 def owned_jobs(jobs: list[SlurmJob], user: str, uid: int) -> list[SlurmJob]:

@@ -6,5 +6,6 @@
   quota          `myquota`
   systemctl      `systemctl status` for the services a role describes
   slurm_jobinfo  what Slurm gave a job, and what every system's prolog/epilog shares
+  slurm_text     the one reader of Slurm's text (GRES, scontrol records, squeue/sacct rows)
 A system's own daemons and hooks live in its room (graphcore/, sambanova/, cerebras/).
 """

@@ -1,5 +1,6 @@
-"""What Slurm allocated to a job, read from `scontrol show job -d -o`, and what every
-system's prolog/epilog shares (the job's id and user, the hook's settings, its entry point).
+"""What Slurm allocated to a job, read from `scontrol show job -d -o` (its text read by
+node/slurm_text), and what every system's prolog/epilog shares (the job's id and user,
+the hook's settings, its entry point).
 
 Generic resources are count-only here (no device files), so Slurm knows how
 many IPUs or RDUs a job holds on each node but not which: the V-IPU server and
@@ -10,18 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from aitestbed.node.slurm_text import job_nodes, parse_gres
+
 SLURM_SETTINGS = Path("/etc/slurm/aitestbed.json")
 # A job in one of these states may still hold devices.
 ACTIVE_STATES = "CONFIGURING,RUNNING,COMPLETING,SUSPENDED"
-
-_NODE_ENTRY = re.compile(r"\bNodes=(\S+) CPU_IDs=\S+ Mem=\S+(?: GRES=(\S*))?")
-_GRES_ITEM = re.compile(r"([a-z]+)(?::[^(:,]+)?(?::(\d+))?\((?:IDX:[^)]*|CNT:(\d+))\)")
 
 
 class SlurmCommandError(RuntimeError):
@@ -49,19 +48,10 @@ def expand_hostlist(hostlist: str) -> list[str]:
     return scontrol("show", "hostnames", hostlist).split()
 
 
-def parse_gres(gres: str) -> dict[str, int]:
-    """`ipu(CNT:4)` or `rdu:2(CNT:2)` -> {"ipu": 4}."""
-    counts: dict[str, int] = {}
-    for match in _GRES_ITEM.finditer(gres or ""):
-        name, typed_count, cnt = match.groups()
-        counts[name] = counts.get(name, 0) + int(cnt or typed_count or 0)
-    return counts
-
-
 def gres_per_node(detail: str) -> dict[str, dict[str, int]]:
     """node -> gres name -> count, from the one-line `scontrol show job -d -o` text."""
     allocation: dict[str, dict[str, int]] = {}
-    for hostlist, gres in _NODE_ENTRY.findall(detail):
+    for hostlist, gres in job_nodes(detail):
         counts = parse_gres(gres)
         for host in expand_hostlist(hostlist):
             allocation[host] = counts

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from aitestbed.host import systems
+from aitestbed.node.slurm_text import key_values
 
 # Exit status of `aitestbed run` itself failing (no such cluster, not ready, bad input):
 # as `docker run` does, 125; a job that exits 125 on its own is reported as 1.
@@ -109,13 +110,9 @@ def parse_sbatch_id(stdout: str) -> str:
     return job_id
 
 
-_FIELD = re.compile(r"(\w+)=(\S*)")
-
-
 def parse_scontrol(line: str) -> dict[str, str]:
-    """One `scontrol -o show job ID` line as a dict (values without spaces; the
-    fields we read have none)."""
-    return dict(_FIELD.findall(line))
+    """One `scontrol -o show job ID` line as a dict (node/slurm_text's record)."""
+    return key_values(line)
 
 
 SACCT_FIELDS = "JobID,State,ExitCode,NodeList"
