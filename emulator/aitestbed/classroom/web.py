@@ -1,6 +1,6 @@
 """The instructor's page (`aitestbed classroom serve`): one self-refreshing page (Flask).
 
-The page is rendered on the server from the Watcher's last snapshot (snapshot.py) and
+The page is rendered on the server from the Watcher's last snapshot (watcher.py) and
 reloads itself with `<meta http-equiv="refresh">`: no JavaScript at all, CSS inline.
 /api/room.json is the same snapshot as JSON, for scripts and tests.
 """
@@ -17,15 +17,15 @@ import time
 from flask import Flask, jsonify, render_template
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from aitestbed.classroom.snapshot import (
+from aitestbed.classroom.page import (
     FAILED,
     NOT_STARTED,
     PASSED,
     STARTED,
     STATUSES,
     Page,
-    Watcher,
 )
+from aitestbed.classroom.watcher import Watcher
 from aitestbed.host.errors import AitestbedError
 
 DEFAULT_HOST = "127.0.0.1"
