@@ -45,10 +45,7 @@ from pathlib import Path
 
 import docker
 from aitestbed.host import egress
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from aitestbed.host.systems.cerebras_pki import ClusterCA, service_account_key_pems
 from docker.errors import APIError, DockerException, NotFound
 
 HERE = Path(__file__).resolve().parent
@@ -192,49 +189,14 @@ def ensure_images(client, bin_dir: Path) -> dict[str, str]:
 
 # --- certificates and configuration files ---------------------------------------------
 
-def _pem_key(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+# The CA is the testbed's own (host/systems/cerebras_pki): one per test cluster, in memory
+# (its key goes to the control plane only), P-256 keys, certificates valid for a year.
+CA_NAME = "kube-test-cluster-ca"
+CA_VALIDITY = datetime.timedelta(days=365)
 
 
-def _pem_cert(cert) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-class PKI:
-    """One CA per test cluster; P-256 keys; certificates valid for a year."""
-
-    def __init__(self):
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-test-cluster-ca")])
-        self.cert = (self._builder(name, name, self.key.public_key())
-                     .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-                     .add_extension(x509.KeyUsage(True, False, False, False, False, True, True,
-                                                  False, False), True)
-                     .sign(self.key, hashes.SHA256()))
-
-    @staticmethod
-    def _builder(subject, issuer, public_key):
-        now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-        return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
-                .public_key(public_key).serial_number(x509.random_serial_number())
-                .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=365)))
-
-    def issue(self, cn: str, org: str | None = None, dns: tuple = (), ips: tuple = ()):
-        """(cert PEM, key PEM): a server certificate when it has names, else a client one."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        parts = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-        if org:
-            parts.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if dns or ips else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = (self._builder(x509.Name(parts), self.cert.subject, key.public_key())
-                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
-                   .add_extension(x509.ExtendedKeyUsage([usage]), False))
-        if dns or ips:
-            sans = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i))
-                                                     for i in ips]
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), False)
-        return _pem_cert(builder.sign(self.key, hashes.SHA256())), _pem_key(key)
+def new_ca() -> ClusterCA:
+    return ClusterCA.in_memory(CA_NAME, CA_VALIDITY)
 
 
 def kubeconfig(server: str, ca: bytes, cert: bytes, key: bytes, user: str) -> bytes:
@@ -249,10 +211,10 @@ def kubeconfig(server: str, ca: bytes, cert: bytes, key: bytes, user: str) -> by
     }, indent=2).encode()
 
 
-def control_plane_files(pki: PKI, cp_name: str, cp_ip: str) -> dict[str, bytes]:
-    ca = _pem_cert(pki.cert)
+def control_plane_files(pki: ClusterCA, cp_name: str, cp_ip: str) -> dict[str, bytes]:
+    ca = pki.cert_pem
     server = f"https://{cp_ip}:6443"
-    files = {"/etc/kubernetes/pki/ca.crt": ca, "/etc/kubernetes/pki/ca.key": _pem_key(pki.key)}
+    files = {"/etc/kubernetes/pki/ca.crt": ca, "/etc/kubernetes/pki/ca.key": pki.key_pem}
     crt, key = pki.issue("kube-apiserver", dns=(
         "kubernetes", "kubernetes.default", "kubernetes.default.svc",
         "kubernetes.default.svc.cluster.local", cp_name, "localhost"),
@@ -261,10 +223,8 @@ def control_plane_files(pki: PKI, cp_name: str, cp_ip: str) -> dict[str, bytes]:
     crt, key = pki.issue("kube-apiserver-kubelet-client", "system:masters")
     files |= {"/etc/kubernetes/pki/apiserver-kubelet-client.crt": crt,
               "/etc/kubernetes/pki/apiserver-kubelet-client.key": key}
-    sa = ec.generate_private_key(ec.SECP256R1())
-    files["/etc/kubernetes/pki/sa.key"] = _pem_key(sa)
-    files["/etc/kubernetes/pki/sa.pub"] = sa.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    files["/etc/kubernetes/pki/sa.key"], files["/etc/kubernetes/pki/sa.pub"] = (
+        service_account_key_pems())
     for component in ("controller-manager", "scheduler"):
         user = f"system:kube-{component}"
         crt, key = pki.issue(user)
@@ -272,9 +232,9 @@ def control_plane_files(pki: PKI, cp_name: str, cp_ip: str) -> dict[str, bytes]:
     return files
 
 
-def worker_files(pki: PKI, node: str, index: int, cp_ip: str, registry_ip: str,
+def worker_files(pki: ClusterCA, node: str, index: int, cp_ip: str, registry_ip: str,
                  registry_port: int, pause_image: str) -> dict[str, bytes]:
-    ca = _pem_cert(pki.cert)
+    ca = pki.cert_pem
     server = f"https://{cp_ip}:6443"
     crt, key = pki.issue(f"system:node:{node}", "system:nodes")
     proxy_crt, proxy_key = pki.issue("system:kube-proxy")
@@ -456,13 +416,13 @@ class TestCluster:
         coredns_image = f"{IN_CLUSTER_REGISTRY}/kube-test/coredns:{images['coredns'].split(':')[1]}"
 
         self.state.mkdir(parents=True, exist_ok=True, mode=0o700)
-        pki = PKI()
+        pki = new_ca()
         admin_crt, admin_key = pki.issue("kube-test-admin", "system:masters")
-        for stem, data in (("ca.crt", _pem_cert(pki.cert)), ("admin.crt", admin_crt),
+        for stem, data in (("ca.crt", pki.cert_pem), ("admin.crt", admin_crt),
                            ("admin.key", admin_key)):
             write_private(self.state / stem, data)
         write_private(self.state / "kubeconfig", kubeconfig(
-            f"https://127.0.0.1:{api_port}", _pem_cert(pki.cert), admin_crt, admin_key,
+            f"https://127.0.0.1:{api_port}", pki.cert_pem, admin_crt, admin_key,
             "kube-test-admin"))
         record = {"name": self.name, "kubeconfig": str(self.state / "kubeconfig"),
                   "kubectl": str(bin_dir / "kubectl"), "api": f"https://127.0.0.1:{api_port}",
