@@ -24,6 +24,7 @@ from aitestbed.host.naming import check_cluster_name
 from aitestbed.host.playbook import copies_host_artifacts, run_playbook
 from aitestbed.host.provider import PROVIDERS
 from aitestbed.host.state import ClusterState, practice_user_name
+from aitestbed.node.login import as_login
 
 DEFAULT_CLUSTER = "aitestbed"
 
@@ -322,7 +323,7 @@ def login_command(command: tuple[str, ...], user: str | None) -> list[str]:
     the home, a login shell; an unknown user is runuser's own error)."""
     joined = " ".join(command)  # as ssh joins its arguments
     if user:
-        return ["runuser", "-l", user, *(["-c", joined] if command else [])]
+        return as_login(user, joined if command else None)
     return ["bash", "-l", *(["-c", joined] if command else [])]
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +46,7 @@ from aitestbed.exercises.probe import NodeProbe, Probe
 from aitestbed.host.inventory import Topology
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.state import ClusterState
+from aitestbed.node.login import as_login_line
 
 LEVELS = ("light", "busy")
 PREFIX = "load"
@@ -403,7 +403,7 @@ def cerebras_command(job: LoadJob) -> str:
 
 def as_user(user: str, command: str) -> str:
     """`command` in the user's login shell, run by root on a node (`runuser -l`)."""
-    return f"runuser -l {shlex.quote(user)} -c {shlex.quote(command)}"
+    return as_login_line(user, command)
 
 
 # the requests -------------------------------------------------------------------------------

@@ -7,5 +7,6 @@
   systemctl      `systemctl status` for the services a role describes
   slurm_jobinfo  what Slurm gave a job, and what every system's prolog/epilog shares
   slurm_text     the one reader of Slurm's text (GRES, scontrol records, squeue/sacct rows)
+  login          a command in a user's login shell (`runuser -l`), argv or one line
 A system's own daemons and hooks live in its room (graphcore/, sambanova/, cerebras/).
 """

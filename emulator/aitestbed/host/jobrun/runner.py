@@ -28,6 +28,7 @@ from aitestbed.host.jobrun import plan, transfer
 from aitestbed.host.jobrun.plan import JobResult, NodeInfo, PlanError, RunReport, Target
 from aitestbed.host.provider import NodeGone, Provider
 from aitestbed.host.state import ClusterState
+from aitestbed.node.login import as_login
 
 POLL = 0.5  # seconds between two looks at the jobs, once they have run a while
 FIRST_POLL = 0.1  # the first look; each next one waits FIRST_POLL longer, up to POLL
@@ -141,7 +142,7 @@ class Remote:
         return result.exit_code, result.stdout, result.stderr
 
     def login_shell(self, command: str) -> tuple[int, str, str]:
-        rc, out, err = self.exec(["runuser", "-l", self.user, "-c", command], as_user=False)
+        rc, out, err = self.exec(as_login(self.user, command), as_user=False)
         return rc, out.decode(errors="replace"), err.decode(errors="replace")
 
     def stdin(self, argv: list[str], data: bytes, timeout: float = 600
@@ -156,8 +157,8 @@ class Remote:
                 result.stderr.decode(errors="replace"))
 
     def popen(self, command: str) -> subprocess.Popen:
-        argv = self.where.terminal_argv(self.cluster, self.node,
-                                        ["runuser", "-l", self.user, "-c", command], tty=False)
+        argv = self.where.terminal_argv(self.cluster, self.node, as_login(self.user, command),
+                                        tty=False)
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
