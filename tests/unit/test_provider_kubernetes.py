@@ -14,21 +14,11 @@ import pytest
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node
 from aitestbed.host.provider import get
-from aitestbed.host.provider.kubernetes import (
-    CLAIMS_UNBOUND,
-    REPLACE_TREE,
-    SIDE,
-    KubernetesProvider,
-    _status,
-    claim_problem,
-    init_script,
-    object_name,
-    pod_requests,
-    requests_for,
-    shortfall,
-    takes_pods,
-    tar_tree,
-)
+from aitestbed.host.provider.kube_files import REPLACE_TREE, tar_tree
+from aitestbed.host.provider.kube_manifests import SIDE, init_script, object_name, requests_for
+from aitestbed.host.provider.kube_placement import pod_requests, shortfall, takes_pods
+from aitestbed.host.provider.kube_status import CLAIMS_UNBOUND, claim_problem, node_status
+from aitestbed.host.provider.kubernetes import KubernetesProvider
 
 
 def test_docker_volume_names_become_kubernetes_names():
@@ -135,16 +125,16 @@ def _pod(phase="Running", node_state="running", waiting=None, scheduled=None, de
 
 def test_node_status_from_its_deployment_and_pod():
     stopped, one = NS(spec=NS(replicas=0)), NS(spec=NS(replicas=1))
-    assert _status(stopped, []) == ("exited", None)
-    assert _status(one, []) == ("created", None)
-    assert _status(one, [_pod()]) == ("running", None)
-    status, problem = _status(one, [_pod("Pending", None, waiting="ImagePullBackOff")])
+    assert node_status(stopped, []) == ("exited", None)
+    assert node_status(one, []) == ("created", None)
+    assert node_status(one, [_pod()]) == ("running", None)
+    status, problem = node_status(one, [_pod("Pending", None, waiting="ImagePullBackOff")])
     assert status == "pending" and "cannot pull reg:5000/tb/login:1" in problem
-    status, problem = _status(one, [_pod("Pending", None, scheduled="0/2 nodes are "
+    status, problem = node_status(one, [_pod("Pending", None, scheduled="0/2 nodes are "
                                          "available: 2 Insufficient memory.")])
     assert "asks for cpu 250m, memory 512Mi" in problem and "Insufficient memory" in problem
-    assert _status(one, [_pod("Running", None, waiting="CrashLoopBackOff")])[0] == "restarting"
-    status, problem = _status(one, [_pod("Pending", None, scheduled="0/2 nodes are available: "
+    assert node_status(one, [_pod("Running", None, waiting="CrashLoopBackOff")])[0] == "restarting"
+    status, problem = node_status(one, [_pod("Pending", None, scheduled="0/2 nodes are available: "
                                          "pod has unbound immediate PersistentVolumeClaims.")])
     assert status == "pending" and problem.startswith(CLAIMS_UNBOUND)
     assert "asks for" not in problem  # not a matter of CPU or memory
