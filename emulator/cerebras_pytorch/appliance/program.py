@@ -41,6 +41,7 @@ from collections.abc import Callable
 
 from aitestbed.cerebras.cs2 import Workload
 
+from .._csconfig import CSConfig
 from .._version import __version__
 from .errors import ApplianceClientError
 from .runner import get_runner
@@ -160,8 +161,6 @@ def run_program(flow: Callable, params: dict, *, backend_type: str, cs_config=No
     if compile_only and validate_only:
         raise ApplianceClientError("compile_only and validate_only are mutually exclusive.")
     if cs_config is None:
-        from ..utils import CSConfig
-
         cs_config = CSConfig()
     program = {"flow": callable_name(flow),
                "functions": {key: callable_name(fn) for key, fn in functions.items()},

@@ -16,6 +16,7 @@ import numpy as np
 import groqflow.common.build as build
 import groqflow.common.exceptions as exp
 import groqflow.common.printing as printing
+from groqflow.common.tensors import to_numpy
 
 
 @dataclass
@@ -152,7 +153,6 @@ class GroqModel:
         if set(inputs) != set(expected):
             _raise(exp.ModelArgError(
                 f"Model expected inputs {sorted(expected)} but received {sorted(inputs)}."))
-        from groqflow.justgroqit.groqit import to_numpy
         for key, value in inputs.items():
             arr = to_numpy(value)
             if list(arr.shape) != list(expected[key]):
@@ -192,8 +192,6 @@ class GroqModel:
 
     def _execute(self, input_collection: list, repetitions: int):
         from aitestbed.groq import runtime
-
-        from groqflow.justgroqit.groqit import to_numpy
 
         n = self.state.num_chips_used or 1
         if n > build.MAX_EXECUTION_CHIPS:

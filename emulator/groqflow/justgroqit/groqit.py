@@ -20,6 +20,7 @@ import numpy as np
 import groqflow.common.build as build
 import groqflow.common.exceptions as exp
 import groqflow.common.printing as printing
+from groqflow.common.tensors import to_numpy
 from groqflow.justgroqit import ops
 
 RESERVED_COMPILER_FLAGS = ["--multichip", "--groqview", "--save-stats", "-o"]
@@ -145,12 +146,6 @@ def _model_type(model) -> str:
                            "this emulation of GroqFlow.")
     raise exp.ArgError(f"groqit() received a model of type {type(model)}, which is not "
                        "supported: pass a torch.nn.Module or the path to an .onnx file.")
-
-
-def to_numpy(value) -> np.ndarray:
-    if hasattr(value, "detach"):
-        return value.detach().cpu().numpy()
-    return np.asarray(value)
 
 
 def _numpy_inputs(inputs: dict) -> dict[str, np.ndarray]:
