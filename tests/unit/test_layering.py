@@ -79,19 +79,7 @@ FACADE_EDGES: frozenset[tuple[str, str]] = frozenset({
 # Circles in code that is being restructured, each declared with who breaks it (issue
 # 47). A circle found among exactly these modules, or fewer, passes; one module more and
 # the check fails. Remove the entry when the circle is gone (a test says so).
-OPEN_CIRCLES: dict[str, frozenset[str]] = {
-    # The systems registry (host/systems/, the lead's): systems/__init__ imports its
-    # entries (lazily, _entries) and each entry imports the package for Artifact,
-    # RunTarget and System; inventory and state import the registry, which imports them.
-    "host/systems: the registry and its entries": frozenset({
-        "aitestbed.host.systems", "aitestbed.host.systems.cerebras",
-        "aitestbed.host.systems.common", "aitestbed.host.systems.graphcore",
-        "aitestbed.host.systems.groq", "aitestbed.host.systems.sambanova",
-        "aitestbed.host.inventory", "aitestbed.host.state", "aitestbed.host.sdk_artifacts",
-        "aitestbed.host.slurmconf", "aitestbed.host.sshdconf",
-        "aitestbed.host.role_templates",
-    }),
-}
+OPEN_CIRCLES: dict[str, frozenset[str]] = {}
 
 
 # --- reading the imports --------------------------------------------------------------

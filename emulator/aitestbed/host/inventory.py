@@ -19,15 +19,10 @@ import yaml
 
 from aitestbed.host import systems as system_registry
 from aitestbed.host.errors import AitestbedError
+from aitestbed.host.paths import project_root
 
 PROFILE_ALIASES = {"full": "alcf"}
 _NODE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-
-
-def project_root() -> Path:
-    """The checkout holding inventory/, roles/ and playbooks/."""
-    env = os.environ.get("AITESTBED_HOME")
-    return Path(env) if env else Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import yaml
 
 from aitestbed.datasets import fashion_mnist, mnist
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.inventory import project_root
+from aitestbed.host.paths import project_root
 
 
 def fresh_output(root: Path, vendor: str) -> Path:

@@ -18,9 +18,10 @@ from aitestbed.cerebras.cluster_record import ApplianceCluster
 from aitestbed.cerebras.cs3 import inventory_settings
 from aitestbed.cerebras.wsjob import release_tuple
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.inventory import project_root
+from aitestbed.host.paths import project_root
 from aitestbed.host.sdk_artifacts import copy_mnist_source, fresh_output, role_defaults
-from aitestbed.host.systems import Artifact, RunTarget, System, cerebras_pki
+from aitestbed.host.systems import cerebras_pki
+from aitestbed.host.systems.model import Artifact, RunTarget, System
 from aitestbed.host.wheels import build_wheel
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from aitestbed.host.sdk_artifacts import fresh_output, pinned_wheels
-from aitestbed.host.systems import Artifact
+from aitestbed.host.systems.model import Artifact
 
 TENSORBOARD_REQUIREMENTS = Path("images") / "tensorboard-requirements.txt"
 CLUSTER_REQUIREMENTS = Path("images") / "cluster-requirements.txt"

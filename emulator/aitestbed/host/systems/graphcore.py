@@ -16,7 +16,7 @@ from aitestbed.host.sdk_artifacts import (
     pinned_wheels,
     role_defaults,
 )
-from aitestbed.host.systems import Artifact, RunTarget, System
+from aitestbed.host.systems.model import Artifact, RunTarget, System
 from aitestbed.host.wheels import build_wheel
 
 TENSORFLOW_REQUIREMENTS = Path("images") / "graphcore-tensorflow-requirements.txt"

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from aitestbed.groq.pbs_complex import Complex
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.inventory import project_root
+from aitestbed.host.paths import project_root
 from aitestbed.host.sdk_artifacts import fresh_output, role_defaults
-from aitestbed.host.systems import Artifact, System
+from aitestbed.host.systems.model import Artifact, System
 from aitestbed.host.wheels import build_wheel
 
 if TYPE_CHECKING:

@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.inventory import project_root
+from aitestbed.host.paths import project_root
 from aitestbed.host.sdk_artifacts import (
     copy_fashion_mnist_source,
     copy_mnist_source,
     fresh_output,
     role_defaults,
 )
-from aitestbed.host.systems import Artifact, RunTarget, System
+from aitestbed.host.systems.model import Artifact, RunTarget, System
 from aitestbed.host.wheels import build_wheel
 from aitestbed.sambanova import docs as sambanova_docs
 
