@@ -147,6 +147,17 @@ class _Loaded:
                     group[key] = value
 
 
+def _copy_weights(model: torch.nn.Module, *, to_rdu: bool) -> torch.nn.Module:
+    """Copy each parameter's weights to its RDU twin (to_rdu) or back from it."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            twin = parameter.__dict__.get("_sn_rdu")
+            if twin is not None:
+                source, target = (parameter, twin) if to_rdu else (twin, parameter)
+                target.data.copy_(source.data)
+    return model
+
+
 class Runner:
     """The load-and-run half of SambaSession: the loaded PEF, its tiles, its steps."""
 
@@ -388,21 +399,11 @@ class Runner:
     # -- the two copies -------------------------------------------------------------------
     def to_cpu(self, model: torch.nn.Module) -> torch.nn.Module:
         """Copy the RDU's weights to the CPU model."""
-        with torch.no_grad():
-            for parameter in model.parameters():
-                twin = parameter.__dict__.get("_sn_rdu")
-                if twin is not None:
-                    parameter.data.copy_(twin.data)
-        return model
+        return _copy_weights(model, to_rdu=False)
 
     def to_rdu(self, model: torch.nn.Module) -> torch.nn.Module:
         """Copy the CPU model's weights to the RDU."""
-        with torch.no_grad():
-            for parameter in model.parameters():
-                twin = parameter.__dict__.get("_sn_rdu")
-                if twin is not None:
-                    twin.data.copy_(parameter.data)
-        return model
+        return _copy_weights(model, to_rdu=True)
 
     # -- ours: for apps that print device time ------------------------------------------------
     @property
