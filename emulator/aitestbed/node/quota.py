@@ -188,20 +188,21 @@ def is_member(project: dict, user: str) -> bool:
     return user in project.get("members", []) or user == project.get("pi")
 
 
-def user_usage(user: dict, root: Path) -> Usage:
-    path = root / "home" / user["name"]
+def _usage(entry: dict, kind: str, filesystem: str, default: dict, root: Path) -> Usage:
+    """The usage of entry's directory, filesystem/<name>, against its quota."""
+    path = root / filesystem.lstrip("/") / entry["name"]
     used, files = measure(path)
-    quota_bytes, quota_files = _quota(user, HOME_QUOTA)
-    return Usage(user["name"], "user", "/home", f"/home/{user['name']}",
+    quota_bytes, quota_files = _quota(entry, default)
+    return Usage(entry["name"], kind, filesystem, f"{filesystem}/{entry['name']}",
                  used, quota_bytes, files, quota_files, bytes_enforced(path))
+
+
+def user_usage(user: dict, root: Path) -> Usage:
+    return _usage(user, "user", "/home", HOME_QUOTA, root)
 
 
 def project_usage(project: dict, root: Path) -> Usage:
-    path = root / "projects" / project["name"]
-    used, files = measure(path)
-    quota_bytes, quota_files = _quota(project, PROJECT_QUOTA)
-    return Usage(project["name"], "project", "/projects", f"/projects/{project['name']}",
-                 used, quota_bytes, files, quota_files, bytes_enforced(path))
+    return _usage(project, "project", "/projects", PROJECT_QUOTA, root)
 
 
 def invoking_user(accounts: dict) -> str | None:
