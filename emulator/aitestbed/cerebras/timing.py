@@ -118,27 +118,30 @@ CALIBRATIONS = {c.kind: c for c in (FC_MNIST, BERT, GPTJ, GPT3)}
 _BERT3_CHECKPOINT = 60.0 * 0.336
 _BERT3_EVAL = _staging(336_226_108) + 220 * 256 / 6_665.64
 _BERT3_STEP = (1_017.47348681 - 5.0 - _BERT3_CHECKPOINT - _BERT3_EVAL) / 1000
+
+
+def _cs3(kind: str, parameters: int, seq_len: int, batch_size: int, samples_per_second: float,
+         checkpoint_seconds: float, compile_seconds: float, spread: float,
+         overhead_seconds: float) -> Calibration:
+    """A one-CS-3 run timed from its printed rate, with a second's start-up."""
+    return Calibration(kind, parameters, seq_len, batch_size, 1,
+                       step_seconds=batch_size / samples_per_second, startup_seconds=1.0,
+                       checkpoint_seconds=checkpoint_seconds, compile_seconds=compile_seconds,
+                       spread=spread, overhead_seconds=overhead_seconds, system_cores=900_000)
+
+
 CS3_CALIBRATIONS = {c.kind: c for c in (
     Calibration("bert", 336_226_108, 128, 3720, 1, step_seconds=_BERT3_STEP,
                 startup_seconds=5.0, checkpoint_seconds=_BERT3_CHECKPOINT,
                 compile_seconds=420.0, spread=0.02, overhead_seconds=0.005,
                 system_cores=900_000, eval_warmup=False,
                 inference_ratio=(256 / 6_665.64) / (0.005 + 256 * (_BERT3_STEP - 0.005) / 3720)),
-    Calibration("gptj", 6_050_882_784, 2048, 120, 1, step_seconds=120 / 44.75,
-                startup_seconds=1.0, checkpoint_seconds=497.141, compile_seconds=1500.0,
-                spread=0.004, overhead_seconds=0.05, system_cores=900_000),
-    Calibration("llama", 6_738_415_616, 4096, 1024, 1, step_seconds=1024 / 31.98,
-                startup_seconds=1.0, checkpoint_seconds=464.466, compile_seconds=1500.0,
-                spread=0.001, overhead_seconds=0.05, system_cores=900_000),
-    Calibration("esm2", 33_501_153, 1026, 2048, 1, step_seconds=2048 / 980.0,
-                startup_seconds=1.0, checkpoint_seconds=8.8, compile_seconds=120.0,
-                spread=0.012, overhead_seconds=0.005, system_cores=900_000),
-    Calibration("vit", 86_567_656, 197, 2850, 1, step_seconds=2850 / 779.18,
-                startup_seconds=1.0, checkpoint_seconds=9.452, compile_seconds=180.0,
-                spread=0.03, overhead_seconds=0.005, system_cores=900_000),
-    Calibration("dit", 2_130_055_168, 256, 1168, 1, step_seconds=1168 / 870.0,
-                startup_seconds=1.0, checkpoint_seconds=179.9, compile_seconds=900.0,
-                spread=0.01, overhead_seconds=0.05, system_cores=900_000),
+    # kind, parameters, seq_len, batch, samples/s, checkpoint, compile, spread, overhead
+    _cs3("gptj", 6_050_882_784, 2048, 120, 44.75, 497.141, 1500.0, 0.004, 0.05),
+    _cs3("llama", 6_738_415_616, 4096, 1024, 31.98, 464.466, 1500.0, 0.001, 0.05),
+    _cs3("esm2", 33_501_153, 1026, 2048, 980.0, 8.8, 120.0, 0.012, 0.005),
+    _cs3("vit", 86_567_656, 197, 2850, 779.18, 9.452, 180.0, 0.03, 0.005),
+    _cs3("dit", 2_130_055_168, 256, 1168, 870.0, 179.9, 900.0, 0.01, 0.05),
 )}
 
 DP_COST_PER_DOUBLING = 0.05
