@@ -11,19 +11,10 @@
 
 from __future__ import annotations
 
-from .errors import (
-    ApplianceClientError,
-    ApplianceCompilationError,
-    ApplianceError,
-    ApplianceNanError,
-    ApplianceResourceExhausted,
-    ApplianceUnknownError,
-)
+from . import errors
+from .errors import *  # noqa: F403 - the Appliance* errors, named once in errors.__all__
 from .program import run_program
 from .runner import JobRunner, get_runner
 
-__all__ = [
-    "ApplianceClientError", "ApplianceCompilationError", "ApplianceError",
-    "ApplianceNanError", "ApplianceResourceExhausted", "ApplianceUnknownError",
-    "JobRunner", "get_runner", "run_program",
-]
+__all__ = [*(name for name in errors.__all__ if name.startswith("Appliance")),
+           "JobRunner", "get_runner", "run_program"]
