@@ -14,6 +14,7 @@ from aitestbed.classroom.cli import classroom, load
 from aitestbed.exercises.cli import exercise
 from aitestbed.host import images, jobrun, lifecycle, passcode, sshconfig
 from aitestbed.host import systems as system_registry
+from aitestbed.host.cluster import Cluster
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError, run_click
 from aitestbed.host.health import cluster_status, wait_ready
@@ -123,8 +124,7 @@ def up(ctx: click.Context, profile: str | None, systems: str | None, wait: bool,
                    f"this checkout's ({', '.join(result.outdated)}); `aitestbed --name {name} "
                    "up --recreate` replaces them, keeping /home, /projects, /software, queued "
                    "jobs and WSJobs", err=True)
-    state = _state(ctx)
-    path = sshconfig.write(state, state.load(), topology)
+    path = sshconfig.write(result.cluster.state, result.cluster.record, topology)
     verb = "ready" if wait else "started"
     click.echo(f"cluster {name!r} {verb}: {len(topology.nodes)} nodes in "
                f"{time.monotonic() - started:.1f} s; ssh -F {path} <login node>", err=True)
@@ -151,9 +151,9 @@ def destroy(ctx: click.Context) -> None:
 def status(ctx: click.Context) -> None:
     """Nodes and services with their health."""
 
-    state = _state(ctx)
-    nodes = cluster_status(lifecycle.provider_of(state), state)
-    listen = state.load().listen if state.exists() else "127.0.0.1"
+    cluster = Cluster.open(ctx.obj["name"])
+    nodes = cluster_status(cluster)
+    listen = cluster.record.listen
     rows = [("NODE", "SYSTEM", "CLASS", "STATE", "SSH", "SERVICES")]
     rows += [(n.name, n.system, n.node_class, n.state,
               f"{listen}:{n.ssh_port}" if n.ssh_port else "-", n.health.summary) for n in nodes]
@@ -172,13 +172,12 @@ def status(ctx: click.Context) -> None:
 def wait(ctx: click.Context, timeout: float) -> None:
     """Block until every node and service of the cluster is ready."""
 
-    state = _state(ctx)
-    record = state.load()
-    topology = load_inventory(record.profile, record.systems)
-    waited = wait_ready(lifecycle.provider_of(state), state.name,
-                        [n.name for n in topology.nodes], timeout=timeout)
-    click.echo(f"cluster {state.name!r} ready ({len(topology.nodes)} nodes) after {waited:.1f} s",
-               err=True)
+    cluster = Cluster.open(ctx.obj["name"])
+    topology = cluster.topology
+    waited = wait_ready(cluster.provider, cluster.name, [n.name for n in topology.nodes],
+                        timeout=timeout)
+    click.echo(f"cluster {cluster.name!r} ready ({len(topology.nodes)} nodes) after "
+               f"{waited:.1f} s", err=True)
 
 
 @cli.command("ssh-config")
@@ -347,7 +346,7 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
                           args=list(args))
     # What the playbook wrote in the state directory reaches nodes the provider does not
     # bind it into (their copy is what a node restarted elsewhere starts from).
-    lifecycle.provider_of(state).sync_files(state)
+    Cluster.open(state.name).sync_files()
     sys.exit(result.returncode)
 
 

@@ -31,7 +31,7 @@ def test_docker_volume_names_become_kubernetes_names():
 def test_the_provider_is_chosen_by_name_with_its_options():
     provider = get("kubernetes", namespace="room-1", registry="reg.example:5000/tb")
     assert isinstance(provider, KubernetesProvider)
-    assert provider.namespace == "room-1" and not provider.local_ports
+    assert provider.namespace == "room-1"
     assert get("kubernetes").namespace == "aitestbed"
 
 

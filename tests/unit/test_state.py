@@ -4,6 +4,7 @@ import stat
 import pytest
 from aitestbed.host import inventory, state
 from aitestbed.host.errors import AitestbedError
+from aitestbed.host.provider.docker import DockerProvider
 
 
 def test_practice_user_is_the_host_user_unless_root(monkeypatch):
@@ -24,7 +25,8 @@ def _prepared(name="c1", user="alice", profile="mini"):
     record = state.ClusterRecord(name=name, profile=profile, inventory="", systems=None,
                                  user=user, ports={"gc-login-01": 22001, "cer-login-01": 22002})
     cluster.save(record)
-    cluster.prepare(topology, record)
+    cluster.prepare(topology, record, {n.name: DockerProvider().ansible_vars(name, n.name)
+                                       for n in topology.nodes})
     return cluster, topology
 
 
@@ -103,15 +105,15 @@ def test_free_port_skips_ports_other_clusters_recorded(isolated_state):
 
 
 def test_an_existing_cluster_keeps_its_profile_and_systems(isolated_state):
-    from aitestbed.host import lifecycle
+    from aitestbed.host.cluster import record_for_up
 
     cluster, _ = _prepared("kept", profile="mini")
-    assert lifecycle._record(cluster, None, None, "other").user == "alice"
-    assert lifecycle._record(cluster, "mini", None, "alice").profile == "mini"
+    assert record_for_up(cluster, None, None, "other").user == "alice"
+    assert record_for_up(cluster, "mini", None, "alice").profile == "mini"
     with pytest.raises(AitestbedError, match="created with profile 'mini'"):
-        lifecycle._record(cluster, "alcf", None, "alice")
+        record_for_up(cluster, "alcf", None, "alice")
     with pytest.raises(AitestbedError, match="created with systems all"):
-        lifecycle._record(cluster, None, ["graphcore"], "alice")
+        record_for_up(cluster, None, ["graphcore"], "alice")
 
 
 def test_users_on_the_nodes_may_read_the_accounts_but_not_the_secrets(isolated_state):

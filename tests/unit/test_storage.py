@@ -12,8 +12,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from aitestbed.host import lifecycle, storage
+from aitestbed.host import storage
 from aitestbed.host.errors import AitestbedError
+from aitestbed.host.provider import docker_host
+from aitestbed.host.provider.base import NOT_ENFORCED
 from aitestbed.host.state import ClusterRecord, ClusterState
 from aitestbed.node import quota
 
@@ -177,8 +179,8 @@ def test_a_record_from_before_storage_kinds_keeps_its_volumes(isolated_state):
          "ports": {}}))
     record = state.load()
     assert record.storage == "volume"
-    warnings, notes = lifecycle.shared_storage(state, record, _topology())
-    assert warnings == [lifecycle.NOT_ENFORCED + lifecycle.KEPT_VOLUMES] and notes == []
+    warnings, notes = docker_host.shared_storage(state, record, _topology())
+    assert warnings == [NOT_ENFORCED + docker_host.KEPT_VOLUMES] and notes == []
     assert len(warnings[0].splitlines()) == 1
 
 
@@ -187,13 +189,13 @@ def test_a_new_cluster_on_a_host_that_cannot_mount_gets_volumes_and_one_line(
     monkeypatch.setattr(storage, "unavailable", lambda: "only root can loop-mount them")
     monkeypatch.setattr(storage, "create", lambda *a: pytest.fail("must not try"))
     state, record = ClusterState("new"), _record("")
-    warnings, _ = lifecycle.shared_storage(state, record, _topology())
+    warnings, _ = docker_host.shared_storage(state, record, _topology())
     assert warnings == ["/home and /projects quotas are reported, not enforced: only root "
                         "can loop-mount them"]
     assert state.load().storage == "volume"
-    assert lifecycle._on_image(record, "/home") is False
+    assert storage.on_image(record, "/home") is False
     # The next `up` says the same, and does not try again.
-    assert lifecycle.shared_storage(state, state.load(), _topology())[0] == warnings
+    assert docker_host.shared_storage(state, state.load(), _topology())[0] == warnings
 
 
 def test_a_new_cluster_whose_mount_is_refused_falls_back(isolated_state, monkeypatch):
@@ -204,7 +206,7 @@ def test_a_new_cluster_whose_mount_is_refused_falls_back(isolated_state, monkeyp
 
     monkeypatch.setattr(storage, "create", refused)
     state, record = ClusterState("new"), _record("")
-    warnings, _ = lifecycle.shared_storage(state, record, _topology())
+    warnings, _ = docker_host.shared_storage(state, record, _topology())
     assert "not enforced: cannot mount /home: mount: unknown" in warnings[0]
     assert record.storage == "volume"
 
@@ -216,12 +218,12 @@ def test_a_new_cluster_gets_images_of_the_inventorys_caps(isolated_state, monkey
     monkeypatch.setattr(storage, "ensure_mounted", lambda layout: mounted.append(layout.mount))
     monkeypatch.setattr(shutil, "disk_usage", lambda p: SimpleNamespace(free=100 * GIB))
     state, record = ClusterState("new"), _record("")
-    warnings, notes = lifecycle.shared_storage(state, record, _topology({"/home": "2G"}))
+    warnings, notes = docker_host.shared_storage(state, record, _topology({"/home": "2G"}))
     assert made == {"/home": 2 * GIB, "/projects": 20 * GIB}
     assert warnings == [] and notes[0].startswith(
         "/home (2.0G) and /projects (20.0G) on file systems of their own, quotas enforced")
     assert state.load().storage == "image" and mounted == ["/home", "/projects"]
-    assert lifecycle._on_image(record, "/projects") and not lifecycle._on_image(
+    assert storage.on_image(record, "/projects") and not storage.on_image(
         record, "/software")
 
 
@@ -233,7 +235,7 @@ def test_an_image_cluster_never_falls_back_to_volumes(isolated_state, monkeypatc
     monkeypatch.setattr(storage, "create", lambda *a: pytest.fail("must not make new ones"))
     state, record = ClusterState("img"), _record("image")
     with pytest.raises(AitestbedError, match="cannot mount /home: permission denied"):
-        lifecycle.shared_storage(state, record, _topology())
+        docker_host.shared_storage(state, record, _topology())
     assert record.storage == "image"
 
 

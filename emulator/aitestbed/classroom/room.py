@@ -24,9 +24,8 @@ from aitestbed.classroom import roster
 from aitestbed.classroom.roster import ClassroomError, Room
 from aitestbed.exercises import catalog
 from aitestbed.exercises.probe import NodeProbe, Probe
-from aitestbed.host import provider as providers
+from aitestbed.host.cluster import Cluster
 from aitestbed.host.inventory import Topology, ansible_source
-from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.playbook import run_playbook
 from aitestbed.host.state import ClusterState
 
@@ -47,8 +46,8 @@ def _stamp() -> str:
 def run_account_playbook(state: ClusterState, playbook: str, names: list[str],
                          accounts_vars: dict | None = None, what: str = "") -> None:
     """One run of playbooks/<playbook>.yml for all `names` (its log in the state dir)."""
-    record = state.load()
-    topology = load_inventory(record.profile, record.systems)
+    cluster = Cluster.open(state.name)
+    topology = cluster.topology
     profile = ansible_source(topology.inventory_path, state.root / "profile-inventory")
     directory = roster.room_dir(state.root)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -63,7 +62,7 @@ def run_account_playbook(state: ClusterState, playbook: str, names: list[str],
                               limit=",".join([*(n.name for n in topology.nodes), "localhost"]),
                               log=log)
     # The accounts' files in the state directory, on nodes that do not bind it.
-    providers.for_cluster(state.name).sync_files(state)
+    cluster.sync_files()
     if result.returncode:
         raise ClassroomError(f"{what or playbook} failed: {_failure(log)} (the whole log: {log})")
 
@@ -191,9 +190,8 @@ class Classroom:
     """One cluster's classroom, as the CLI drives it."""
 
     def __init__(self, cluster: str, probe: Probe | None = None):
-        self.state = ClusterState(cluster)
-        self.record = self.state.load()
-        self.topology = load_inventory(self.record.profile, self.record.systems)
+        opened = Cluster.open(cluster)
+        self.state, self.record, self.topology = opened.state, opened.record, opened.topology
         self._probe = probe
 
     @property
@@ -346,6 +344,6 @@ def publish(state: ClusterState, address: str) -> list[str]:
     if state.load().listen == address:
         return []
     nodes = lifecycle.publish(state.name, address)
-    record = state.load()
-    sshconfig.write(state, record, load_inventory(record.profile, record.systems))
+    cluster = Cluster.open(state.name)
+    sshconfig.write(cluster.state, cluster.record, cluster.topology)
     return nodes

@@ -17,10 +17,9 @@ from aitestbed.exercises import catalog
 from aitestbed.exercises.catalog import Exercise
 from aitestbed.exercises.checks import Context, Criterion, Nodes
 from aitestbed.exercises.probe import NodeProbe, Probe
+from aitestbed.host.cluster import Cluster
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Topology
-from aitestbed.host.inventory import load as load_inventory
-from aitestbed.host.state import ClusterState
 
 
 def nodes_of(topology: Topology) -> Nodes:
@@ -58,9 +57,8 @@ class Result:
 
 class Session:
     def __init__(self, cluster: str, probe: Probe | None = None):
-        self.state = ClusterState(cluster)
-        self.record = self.state.load()
-        self.topology = load_inventory(self.record.profile, self.record.systems)
+        opened = Cluster.open(cluster)
+        self.state, self.record, self.topology = opened.state, opened.record, opened.topology
         self.nodes = nodes_of(self.topology)
         self._probe = probe
 

@@ -10,11 +10,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from aitestbed.host.cluster import Cluster
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.provider import NodeGone, Provider
 from aitestbed.host.provider.base import Lasting
-from aitestbed.host.state import ClusterState
 
 HEALTH_COMMAND = ["/usr/local/sbin/aitestbed-node-health"]
 
@@ -45,11 +44,10 @@ class NodeStatus:
         return "ready" if self.health.ready else self.health.state
 
 
-def cluster_status(provider: Provider, state: ClusterState) -> list[NodeStatus]:
+def cluster_status(cluster: Cluster) -> list[NodeStatus]:
     """Every node of the cluster's inventory, in order, with its health and login port."""
-    record = state.load()
-    topology = load_inventory(record.profile, record.systems)
-    healths = {h.node: h for h in probe_all(provider, state.name,
+    record, topology = cluster.record, cluster.topology
+    healths = {h.node: h for h in probe_all(cluster.provider, cluster.name,
                                              [n.name for n in topology.nodes])}
     return [NodeStatus(node.name, node.system, node.node_class, healths[node.name],
                        record.ports.get(node.name)) for node in topology.nodes]

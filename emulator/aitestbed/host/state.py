@@ -22,7 +22,6 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -31,7 +30,6 @@ import yaml
 from aitestbed.host import accounts, slurmconf, sshdconf, systems
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
-from aitestbed.host.naming import container_name
 from aitestbed.node.config import ACCESS_CONF, NODE_JSON, OATH_USERS, NodeConfig
 
 DEFAULT_USER = "trainee"
@@ -90,10 +88,6 @@ class ClusterRecord:
     provider_options: dict = field(default_factory=dict)
 
 
-def _docker_reach(cluster: str, node: str) -> dict:
-    return {"ansible_connection": "docker", "ansible_host": container_name(cluster, node)}
-
-
 class ClusterState:
     def __init__(self, name: str):
         self.name = name
@@ -150,10 +144,10 @@ class ClusterState:
 
     # secrets and rendered files -----------------------------------------
     def prepare(self, topology: Topology, record: ClusterRecord,
-                reach: Callable[[str, str], dict] | None = None) -> None:
+                reach: dict[str, dict] | None = None) -> None:
         """Generate what is missing (keys) and render what derives from the inventory.
-        `reach(cluster, node)`: how Ansible reaches a node (its provider's
-        `ansible_vars`; by default Docker's connection to the node's container)."""
+        `reach`: node -> how Ansible reaches it (its provider's `ansible_vars`; the
+        cluster handle gives them); without it the inventory names the nodes only."""
         for d in (self.common_dir, self.login_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Users on the nodes read accounts.json (myquota, exercises); every secret
@@ -176,7 +170,7 @@ class ClusterState:
         for node in topology.nodes:
             self._write(self.node_dir(node.name) / NODE_JSON, node_config(node).to_json())
             self._write(self.node_dir(node.name) / ACCESS_CONF, access[node.name])
-        self._render_inventory(topology, record, reach or _docker_reach)
+        self._render_inventory(topology, record, reach or {})
         self._slurm(topology)
         for system in systems.of(topology.systems):
             if system.prepare:
@@ -250,9 +244,9 @@ class ClusterState:
         return resolved
 
     def _render_inventory(self, topology: Topology, record: ClusterRecord,
-                          reach: Callable[[str, str], dict]) -> None:
+                          reach: dict[str, dict]) -> None:
         """The profile's inventory plus how Ansible reaches this cluster's nodes."""
-        hosts = {n.name: reach(self.name, n.name) for n in topology.nodes}
+        hosts = {n.name: reach.get(n.name, {}) for n in topology.nodes}
         rendered = {
             "all": {
                 "vars": {

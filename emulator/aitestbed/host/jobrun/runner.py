@@ -1,4 +1,7 @@
 """`aitestbed run`'s loop: copy, submit, follow, bring back. Thin: plan.py decides.
+How a target's scripts are followed is its scheduler's class (FOLLOW at the end): SlurmRun
+(sbatch, output streamed), WsjobRun (bash on the Cerebras login node), PbsRun (qsub on a
+GroqNode, output shown when each job ends).
 
 Everything on the cluster is done as the user (runuser; a login shell where a user
 would have one: submitting, running a Cerebras script), in a fresh copy of the
@@ -20,10 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aitestbed.host import provider as providers
+from aitestbed.host.cluster import Cluster
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.health import probe
-from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.jobrun import plan, transfer
 from aitestbed.host.jobrun.plan import JobResult, NodeInfo, PlanError, RunReport, Target
 from aitestbed.host.provider import NodeGone, Provider
@@ -65,6 +67,42 @@ print(json.dumps(out))
 """.replace("CHUNK", str(CHUNK)).replace("SACCT_FIELDS", plan.SACCT_FIELDS) \
     .replace("SACCT_PREFIX", plan.SACCT_PREFIX)
 
+# Run as the user on the PBS submit host: each job's `qstat -x -f -F json` answer (one
+# qstat per job, so each answer is one JSON document) and new bytes of the files asked for
+# ([exists, base64]). Outside a login shell PATH lacks PBS's commands: /etc/pbs.conf's
+# PBS_EXEC says where they are.
+PBS_POLL_SCRIPT = r"""
+import base64, json, os, shutil, subprocess, sys
+ask = json.loads(sys.argv[1])
+qstat = shutil.which("qstat")
+if qstat is None:
+    home = "/opt/pbs"
+    try:
+        with open("/etc/pbs.conf") as conf:
+            for line in conf:
+                if line.startswith("PBS_EXEC="):
+                    home = line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    qstat = os.path.join(home, "bin", "qstat")
+out = {"jobs": {}, "files": []}
+for job in ask["jobs"]:
+    try:
+        r = subprocess.run([qstat, "-x", "-f", "-F", "json", job], capture_output=True,
+                           text=True)
+        out["jobs"][job] = [r.stdout, r.stderr.strip()]
+    except OSError as err:
+        out["jobs"][job] = ["", str(err)]
+for path, offset in ask["files"]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            out["files"].append([True, base64.b64encode(f.read(CHUNK)).decode()])
+    except OSError:
+        out["files"].append([False, ""])
+print(json.dumps(out))
+""".replace("CHUNK", str(CHUNK))
+
 
 @dataclass
 class Options:
@@ -78,18 +116,17 @@ class Options:
     keep: bool = False
     on_output: Callable[[str, str], None] = lambda script, text: None  # streamed output
     on_progress: Callable[[str], None] = lambda message: None
+    qsub: list[str] = field(default_factory=list)
 
 
 # the cluster ------------------------------------------------------------------------------
-def cluster_nodes(where: Provider, state: ClusterState) -> list[NodeInfo]:
+def cluster_nodes(cluster: Cluster) -> list[NodeInfo]:
     """The cluster's nodes its provider has, as the inventory describes them: fast, no
     Ansible."""
-    record = state.load()
-    topology = load_inventory(record.profile, record.systems)
-    handles = where.nodes(state.name)
+    handles = cluster.provider.nodes(cluster.name)
     return [NodeInfo(node.name, node.system, node.node_class, node.slurm_cluster or "",
                      handles[node.name].running)
-            for node in topology.nodes if node.name in handles]
+            for node in cluster.topology.nodes if node.name in handles]
 
 
 def check_ready(where: Provider, cluster: str, nodes: list[NodeInfo],
@@ -209,15 +246,15 @@ def output_dir_of(options: Options, script: str) -> Path:
 
 # the run --------------------------------------------------------------------------------------
 def run(cluster: str, options: Options) -> RunReport:
-    state = ClusterState(cluster)
-    record = state.load()
+    opened = Cluster.open(cluster)
+    state, record = opened.state, opened.record
     user = options.user or record.user
     try:
         scripts = _check(state, options, user)
     except PlanError as err:
         raise AitestbedError(str(err)) from None
-    where = providers.get(record.provider, **record.provider_options)
-    nodes = cluster_nodes(where, state)
+    where = opened.provider
+    nodes = cluster_nodes(opened)
     if not nodes:
         raise AitestbedError(f"cluster {cluster!r} has no containers: "
                              f"`aitestbed --name {cluster} up`")
@@ -252,9 +289,7 @@ def _check(state: ClusterState, options: Options, user: str) -> list[str]:
     run_target = plan.run_target(options.system)
     if not options.scripts:
         raise PlanError("name at least one script to run")
-    if options.sbatch and run_target.scheduler != "slurm":
-        raise PlanError(f"--sbatch: {run_target.system.capitalize()} scripts run on the login "
-                        "node, not under Slurm")
+    plan.check_scheduler_options(run_target, options.sbatch, options.qsub)
     directory = options.directory
     if not directory.is_dir():
         raise PlanError(f"no such directory: {directory}")
@@ -528,5 +563,159 @@ class WsjobRun:
                     job["phase"] = "CANCELLED"
 
 
+class PbsRun:
+    """Submit every script with qsub from its directory on the submit host (a GroqNode: the
+    queue takes jobs from those only), then follow them all with one look per poll.
+
+    PBS spools a job's output on its execution host while it runs and copies it next to
+    the script when the job ends (Output_Path/Error_Path, <name>.o<seq> and .e<seq>, on
+    the shared /home), so each job's output is shown when it ends; the files come back
+    with the rest of what the job made."""
+
+    GRACE = 40  # looks a finished job's output files may take to appear
+
+    def __init__(self, remote: Remote, workspace: Workspace, options: Options,
+                 results: list[JobResult]):
+        self.remote, self.workspace, self.options, self.results = (remote, workspace, options,
+                                                                   results)
+        self.qsub = plan.qsub_options(options.qsub)
+        self.started: dict[str, float] = {}
+        self.final: set[str] = set()  # jobs PBS says are finished (F)
+        self.timed_out: set[str] = set()  # jobs --timeout deleted
+        self.paths: dict[str, list[str]] = {}  # job -> its output and error files
+        self.read: dict[str, bytearray] = {}  # path -> what was read of it
+        self.misses: dict[str, int] = {}  # path -> looks that did not find it
+        self.complete: set[str] = set()  # paths read to their end (or given up)
+
+    def follow(self) -> None:
+        deadline = (time.monotonic() + self.options.timeout) if self.options.timeout else None
+        by_job: dict[str, JobResult] = {}
+        try:
+            for index, result in enumerate(self.results):
+                if self._submit(index, result):
+                    by_job[result.job_id] = result
+            interval = FIRST_POLL
+            while not all(self._done(job) for job in by_job):
+                time.sleep(interval)
+                interval = min(POLL, interval + FIRST_POLL)
+                self._poll(by_job)
+                if deadline and time.monotonic() > deadline and not self.timed_out:
+                    self._time_out(by_job)
+                    deadline = time.monotonic() + self.GRACE * POLL  # for their files
+                elif deadline and self.timed_out and time.monotonic() > deadline:
+                    break
+        except KeyboardInterrupt:
+            self._cancel([job for job in by_job if job not in self.final])
+            raise
+        for job, result in by_job.items():
+            self._finish(job, result)
+
+    def _done(self, job: str) -> bool:
+        return job in self.final and all(p in self.complete for p in self.paths.get(job, []))
+
+    def _submit(self, index: int, result: JobResult) -> bool:
+        argv = plan.qsub_argv(result.script, self.qsub)
+        command = f"cd {shlex.quote(self.workspace.dirs[index])} && {shlex.join(argv)}"
+        self.started[result.script] = time.monotonic()
+        rc, out, err = self.remote.login_shell(command)
+        if rc:
+            result.state, result.exit_code = "FAILED", rc
+            result.reason = (err.strip() or out.strip() or "qsub failed").splitlines()[-1]
+            result.tail = _tail(err + out)
+            self.options.on_output(result.script, err + out)
+            return False
+        try:
+            result.job_id = plan.parse_qsub_id(out)
+        except PlanError as err:
+            result.state, result.exit_code, result.reason = "FAILED", 1, str(err)
+            return False
+        result.state = "QUEUED"
+        self.options.on_progress(f"{result.script}: submitted job {result.job_id}")
+        return True
+
+    def _look(self, jobs: list[str]) -> dict[str, str]:
+        """One exec on the submit host: each job's qstat answer, and the next bytes of the
+        finished jobs' files that are not read to their end."""
+        files = [path for job in self.paths if job in self.final for path in self.paths[job]
+                 if path not in self.complete]
+        ask = {"jobs": jobs, "files": [[path, len(self.read[path])] for path in files]}
+        rc, out, err = self.remote.exec(["python3", "-c", PBS_POLL_SCRIPT, json.dumps(ask)])
+        if rc:
+            raise AitestbedError(f"following the jobs failed: "
+                                 f"{err.decode(errors='replace').strip()[-300:]}")
+        answer = json.loads(out)
+        for path, (exists, data) in zip(files, answer["files"], strict=True):
+            chunk = base64.b64decode(data)
+            self.read[path] += chunk
+            if not exists:
+                self.misses[path] += 1
+                if self.misses[path] >= self.GRACE:
+                    self.complete.add(path)  # never delivered (-k, a deleted job, ...)
+            elif len(chunk) < CHUNK:
+                self.complete.add(path)
+        return {job: text for job, (text, _err) in answer["jobs"].items()}
+
+    def _poll(self, by_job: dict[str, JobResult]) -> None:
+        waiting = [job for job in by_job if job not in self.final]
+        for job, text in self._look(waiting).items():
+            view = plan.pbs_view(plan.qstat_job(text, job))
+            if not view.job_state:
+                continue  # not answered (the server restarting): the next look
+            result = by_job[job]
+            if view.state == "RUNNING" != result.state and job not in self.timed_out:
+                self.options.on_progress(f"{result.script}: job {job} RUNNING on "
+                                         f"{view.exec_host}")
+            if job not in self.timed_out:
+                result.state, result.reason = view.state, view.reason
+                result.duration_s = time.monotonic() - self.started[result.script]
+            if view.final:
+                self.final.add(job)
+                if job not in self.timed_out:
+                    result.exit_code = view.exit_code
+                paths = list(dict.fromkeys(p for p in (view.output_path, view.error_path)
+                                           if p))
+                self.paths[job] = paths
+                for path in paths:
+                    self.read.setdefault(path, bytearray())
+                    self.misses.setdefault(path, 0)
+
+    def _finish(self, job: str, result: JobResult) -> None:
+        """The job's output (Output_Path, then Error_Path) shown, its tail and figures, and
+        where its output file comes back."""
+        texts = [self.read[path].decode(errors="replace") for path in self.paths.get(job, [])]
+        text = "".join(t if t.endswith("\n") or not t else t + "\n" for t in texts)
+        if text:
+            self.options.on_output(result.script, text)
+        result.tail, result.figures = _tail(text), plan.figures(text)
+        workdir = self.workspace.dirs[self.results.index(result)] + "/"
+        destination = output_dir_of(self.options, result.script)
+        for number, path in enumerate(self.paths.get(job, [])):
+            inside = path[len(workdir):] if path.startswith(workdir) else ""
+            if not inside and path in self.complete and self.read[path]:
+                # -o/-e elsewhere: what was read is its copy
+                inside = transfer.safe_name(Path(path).name) or f"output{number}.log"
+                destination.mkdir(parents=True, exist_ok=True)
+                (destination / inside).write_bytes(bytes(self.read[path]))
+            if number == 0 and path == self.paths[job][0]:
+                result.output_file = inside
+
+    def _cancel(self, jobs: list[str]) -> None:
+        if jobs:
+            self.remote.login_shell(shlex.join(["qdel", *jobs]))
+
+    def _time_out(self, by_job: dict[str, JobResult]) -> None:
+        """qdel what has not finished; their output files still come back (PBS copies
+        them when the deleted job ends)."""
+        waiting = {job: r for job, r in by_job.items() if job not in self.final}
+        self._cancel(list(waiting))
+        for job, result in waiting.items():
+            was = ("while RUNNING" if result.state == "RUNNING"
+                   else plan.pbs_pending_note(plan.PbsView(result.state, reason=result.reason)))
+            result.reason = f"aitestbed run --timeout {self.options.timeout:g} s: {was}"
+            result.state, result.exit_code = "TIMEOUT", None
+            result.duration_s = time.monotonic() - self.started[result.script]
+            self.timed_out.add(job)
+
+
 # How a run target's scheduler runs the scripts (host/systems: RunTarget.scheduler).
-FOLLOW = {"slurm": SlurmRun, "wsjob": WsjobRun}
+FOLLOW = {"slurm": SlurmRun, "wsjob": WsjobRun, "pbs": PbsRun}

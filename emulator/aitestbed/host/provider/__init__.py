@@ -7,12 +7,18 @@ A cluster keeps the provider it was made with (its record's `provider` and
 from __future__ import annotations
 
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.provider.base import ExecResult, NodeGone, NodeHandle, Provider
+from aitestbed.host.provider.base import (
+    ExecResult,
+    NodeGone,
+    NodeHandle,
+    Provider,
+    Provisioned,
+)
 
 PROVIDERS = ("docker", "kubernetes")
 
-__all__ = ["PROVIDERS", "ExecResult", "NodeGone", "NodeHandle", "Provider", "for_cluster",
-           "get"]
+__all__ = ["PROVIDERS", "ExecResult", "NodeGone", "NodeHandle", "Provider", "Provisioned",
+           "for_cluster", "get"]
 
 
 def get(name: str = "docker", **options) -> Provider:

@@ -3,9 +3,11 @@ implementation per engine).
 
 Everything above it is the same for every provider: the inventory and topology, the
 state directory (records, secrets, the per-node and per-cluster files), readiness, the
-ssh config, the playbooks and the CLI. A provider only knows how to give the nodes a
-network, keep their volumes, create, start, stop and remove a node from its class
-image, run a command in a node, and say where a login node's ssh is reached.
+ssh config, the playbooks and the CLI. A provider only knows how to provision a cluster
+(what it takes of the host: ports, file systems; its network and volumes), create,
+start, stop and remove a node from its class image, run a command in a node, and say
+where a login node's ssh is reached. It is handed the cluster (host/cluster.py: state,
+record, topology) and changes the record in place; its caller saves it.
 
 Node names are the inventory's (`gc-poplar-01`); how a provider names what it makes
 (a container `<cluster>-<node>`, a pod) is its own business.
@@ -15,10 +17,19 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from aitestbed.host import storage
+from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
-from aitestbed.host.state import ClusterRecord, ClusterState
+from aitestbed.host.naming import node_volume_name, volume_name
+
+if TYPE_CHECKING:
+    from aitestbed.host.cluster import Cluster
+
+# The warning when /home and /projects are volumes (their quotas reported only); why follows.
+NOT_ENFORCED = "/home and /projects quotas are reported, not enforced: "
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,13 @@ class Lasting:
         return self._clock() - since >= PROBLEM_LASTS
 
 
+@dataclass
+class Provisioned:
+    """What provisioning a cluster had to say."""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # worth a line, not a warning
+
+
 class NodeGone(Exception):
     """The node has no container or pod, or it stopped while a command ran."""
 
@@ -77,11 +95,6 @@ class Provider(ABC):
     """Where a cluster's nodes run."""
 
     name: str
-    # Login nodes' ssh ports are this host's (lifecycle picks them, Docker publishes them);
-    # else the provider says where they are (`ssh_endpoints`).
-    local_ports: bool = True
-    # /home and /projects may be file systems of this host (host/storage) bound into nodes.
-    host_storage: bool = True
 
     @abstractmethod
     def check(self) -> None:
@@ -89,6 +102,40 @@ class Provider(ABC):
         before anything of a cluster is made)."""
 
     # the cluster's resources -----------------------------------------------------------
+    @abstractmethod
+    def provision(self, cluster: Cluster) -> Provisioned:
+        """Before the cluster's state directory is prepared: what the cluster takes of
+        this provider (the record's ssh ports, where /home and /projects live), its
+        network and its volumes. Decisions go into `cluster.record`; the caller saves it."""
+
+    def ensure_volumes(self, cluster: Cluster) -> None:
+        """The shared file systems that are not the cluster's own, and each node's own
+        volumes."""
+        name, topology = cluster.name, cluster.topology
+        for mount in sorted({m for n in topology.nodes for m in n.mounts}):
+            if not storage.on_image(cluster.record, mount):
+                self.ensure_volume(name, volume_name(name, mount), mount)
+        for node in topology.nodes:
+            for path in node.volumes:
+                self.ensure_volume(name, node_volume_name(name, node.name, path), path)
+
+    def before_start(self, cluster: Cluster, existing: dict[str, NodeHandle]) -> list[str]:
+        """After the state directory is prepared, before nodes are made or started
+        (`existing`: the nodes the provider has): the host's part; warnings."""
+        return []
+
+    def after_start(self, cluster: Cluster) -> bool:
+        """After the nodes started: what the provider learns only then (where the login
+        nodes' ssh is reached) goes into the record; True when it changed."""
+        return False
+
+    def publish(self, cluster: Cluster, address: str) -> list[str]:
+        """Publish the login nodes' ssh on `address` (made again where they must be); the
+        nodes made again."""
+        raise AitestbedError(
+            f"cluster {cluster.name!r} runs on the {cluster.record.provider} provider: its login "
+            "nodes are reached through their Services (docs/kubernetes.md), not a host address")
+
     @abstractmethod
     def ensure_images(self, node_classes: list[str]) -> dict[str, str]:
         """class -> the image reference nodes of that class are made from (built or
@@ -108,13 +155,12 @@ class Provider(ABC):
         """Every node the provider has for this cluster, by node name."""
 
     @abstractmethod
-    def create_node(self, state: ClusterState, record: ClusterRecord, node: Node,
-                    image: str) -> None:
+    def create_node(self, cluster: Cluster, node: Node, image: str) -> None:
         """Make the node (not started) from `image`, with the state directory's files for
         it, its volumes and the shared file systems."""
 
     @abstractmethod
-    def start_node(self, state: ClusterState, record: ClusterRecord, node: Node) -> None:
+    def start_node(self, cluster: Cluster, node: Node) -> None:
         """Start a made node (an AitestbedError that says why when it cannot)."""
 
     @abstractmethod
@@ -144,14 +190,9 @@ class Provider(ABC):
     def ansible_vars(self, cluster: str, node: str) -> dict:
         """How Ansible reaches the node (its connection plugin and host)."""
 
-    def sync_files(self, state: ClusterState, nodes: list[str] | None = None) -> None:
+    def sync_files(self, cluster: Cluster, nodes: list[str] | None = None) -> None:
         """Bring the nodes' copy of the state directory's files up to date (after the
         state directory changed while they run); nothing to do where they are bound."""
-        return None
-
-    def ssh_endpoints(self, cluster: str, topology: Topology
-                      ) -> tuple[str, dict[str, int]] | None:
-        """(address, {login node: port}) where the provider, not this host, chose them."""
         return None
 
     @abstractmethod

@@ -7,14 +7,18 @@
 - the state directory's files are bound read-only (`nodes/<node>` and `common`), the
   shared file systems are named volumes or the cluster's own file systems
   (host/storage), per-node volumes are named volumes;
-- a node is `docker exec`'d into; Ansible uses its docker connection.
+- a node is `docker exec`'d into; Ansible uses its docker connection;
+- what a cluster takes of this host (login nodes' ports, /home and /projects as file
+  systems of its own) is decided in `provision` (provider/docker_host).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
@@ -34,9 +38,19 @@ from aitestbed.host.naming import (
     node_volume_name,
     volume_name,
 )
-from aitestbed.host.provider.base import ExecResult, NodeGone, NodeHandle, Provider
-from aitestbed.host.state import ClusterRecord, ClusterState
+from aitestbed.host.provider import docker_host
+from aitestbed.host.provider.base import (
+    ExecResult,
+    NodeGone,
+    NodeHandle,
+    Provider,
+    Provisioned,
+)
+from aitestbed.host.state import port_in_use
 from aitestbed.node.config import CLUSTER_DIR, NODE_DIR
+
+if TYPE_CHECKING:
+    from aitestbed.host.cluster import Cluster
 
 PARALLEL = 4
 DNS_OPTIONS = ["timeout:1", "attempts:1"]
@@ -82,6 +96,51 @@ class DockerProvider(Provider):
         self.client  # noqa: B018 - connects, or says how to start an engine
 
     # the cluster's resources -----------------------------------------------------------
+    def provision(self, cluster: Cluster) -> Provisioned:
+        """The login nodes' ports on this host, /home and /projects (file systems of the
+        cluster's own where the host can make them), the networks and the volumes."""
+        docker_host.assign_ports(cluster.topology, cluster.record)
+        warnings, notes = docker_host.shared_storage(cluster.state, cluster.record,
+                                                     cluster.topology)
+        warnings += self.ensure_network(cluster.name, cluster.topology)
+        self.ensure_volumes(cluster)
+        return Provisioned(warnings, notes)
+
+    def before_start(self, cluster: Cluster, existing: dict[str, NodeHandle]) -> list[str]:
+        """Each account's home and project with its quota on the cluster's own file
+        systems; the ports of the login nodes about to start free."""
+        warnings = []
+        if cluster.record.storage == "image":
+            warnings += storage.apply_accounts(
+                cluster.state.root, storage.topology_mounts(cluster.topology),
+                json.loads((cluster.state.common_dir / "accounts.json").read_text()))
+        docker_host.check_ports(cluster.topology, cluster.record, existing)
+        return warnings
+
+    def publish(self, cluster: Cluster, address: str) -> list[str]:
+        """Each login node not published on `address` is made again from the image it runs
+        (Docker binds ports at creation), its volumes and the shared file systems kept."""
+        record, name = cluster.record, cluster.name
+        record.listen = address
+        cluster.save()
+        existing = self.nodes(name)
+        nodes = [n for n in cluster.topology.nodes if n.name in record.ports
+                 and n.name in existing and existing[n.name].listen != address]
+        if not nodes:
+            return []
+        for node in nodes:
+            if port_in_use(record.ports[node.name], address) and not existing[node.name].running:
+                raise AitestbedError(f"port {address}:{record.ports[node.name]} for "
+                                     f"{node.name}'s ssh is already in use by another program: "
+                                     "stop it first")
+        self.ensure_network(name, cluster.topology)
+        images_of = {n.name: existing[n.name].image for n in nodes}
+        self.remove_nodes(name, [n.name for n in nodes])
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            list(pool.map(lambda n: (self.create_node(cluster, n, images_of[n.name]),
+                                     self.start_node(cluster, n)), nodes))
+        return [n.name for n in nodes]
+
     def ensure_images(self, node_classes: list[str]) -> dict[str, str]:
         return images.ensure_class_images(self.client, node_classes)
 
@@ -148,8 +207,8 @@ class DockerProvider(Provider):
         return {name: NodeHandle(name, c.status, c.attrs["Config"]["Image"], published_on(c))
                 for name, c in self._containers(cluster).items() if name}
 
-    def create_node(self, state: ClusterState, record: ClusterRecord, node: Node,
-                    image: str) -> None:
+    def create_node(self, cluster: Cluster, node: Node, image: str) -> None:
+        state, record = cluster.state, cluster.record
         api = self.client.api
         binds = {
             str(state.node_dir(node.name)): {"bind": str(NODE_DIR), "mode": "ro"},
@@ -201,7 +260,8 @@ class DockerProvider(Provider):
                     "mounts (not a remote, rootless or sandboxed engine)") from None
             raise
 
-    def start_node(self, state: ClusterState, record: ClusterRecord, node: Node) -> None:
+    def start_node(self, cluster: Cluster, node: Node) -> None:
+        state, record = cluster.state, cluster.record
         container = self.client.containers.get(container_name(state.name, node.name))
         if container.status == "running":
             return

@@ -14,7 +14,8 @@
   are Secrets (they hold host keys, the munge key, passcode seeds): an init container
   unpacks them into memory-backed volumes at the paths the Docker provider binds, and
   `sync_files` brings running nodes up to date when the state directory changes;
-- login nodes' ssh is a NodePort Service; `ssh_endpoints` says where it is reached;
+- login nodes' ssh is a NodePort Service; once they started, `after_start` records
+  where it is reached (`ssh_endpoints`);
 - nothing privileged: no host path, no host network, RuntimeDefault seccomp, the
   runtime's default capabilities (Docker's); only namespaced objects (the Role in
   docs/kubernetes.md); a NetworkPolicy lets only the login nodes' ssh in from outside;
@@ -27,12 +28,22 @@ import base64
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from aitestbed.host import storage
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
-from aitestbed.host.naming import LABEL_CLUSTER, LABEL_NODE
+from aitestbed.host.naming import LABEL_CLUSTER, LABEL_NODE, node_volume_name, volume_name
 from aitestbed.host.provider import kube_manifests as manifests
-from aitestbed.host.provider.base import ExecResult, Lasting, NodeGone, NodeHandle, Provider
+from aitestbed.host.provider.base import (
+    NOT_ENFORCED,
+    ExecResult,
+    Lasting,
+    NodeGone,
+    NodeHandle,
+    Provider,
+    Provisioned,
+)
 from aitestbed.host.provider.kube_client import (
     _DNS_LABEL,
     DEFAULT_NAMESPACE,
@@ -51,8 +62,10 @@ from aitestbed.host.provider.kube_status import (
     node_status,
     restarted,
 )
-from aitestbed.host.state import ClusterRecord, ClusterState
 from aitestbed.node.config import CLUSTER_DIR, NODE_DIR
+
+if TYPE_CHECKING:
+    from aitestbed.host.cluster import Cluster
 
 PARALLEL = 4
 ROOM_FRESH = 10.0  # seconds the machines' room, once read, is taken as still true
@@ -60,8 +73,6 @@ ROOM_FRESH = 10.0  # seconds the machines' room, once read, is taken as still tr
 
 class KubernetesProvider(KubeClient, Provider):
     name = "kubernetes"
-    local_ports = False
-    host_storage = False
 
     def __init__(self, context: str | None = None, namespace: str | None = None,
                  registry: str | None = None, storage_class: str | None = None,
@@ -69,7 +80,6 @@ class KubernetesProvider(KubeClient, Provider):
         super().__init__(Options(context, namespace or DEFAULT_NAMESPACE, registry,
                                  storage_class, ssh_address, kubeconfig))
         self._written: dict[str, str] = {}  # Secret -> what this process last wrote there
-        self._hostvars: dict[tuple, dict] = {}
         self._room_read: tuple[float, dict | None] | None = None  # (when, _room's answer)
 
     def check(self) -> None:
@@ -98,6 +108,29 @@ class KubernetesProvider(KubeClient, Provider):
                 "another --namespace (one testbed per namespace)")
 
     # the cluster's resources -----------------------------------------------------------
+    def provision(self, cluster: Cluster) -> Provisioned:
+        """/home and /projects are volumes of the storage class (quotas reported only), as
+        every other; the Services, NetworkPolicies and claims. The login nodes' ports are
+        the cluster's to choose: `after_start` records them."""
+        record = cluster.record
+        record.storage, record.storage_note = (
+            "volume", f"on the {record.provider} provider they are volumes of its storage class")
+        warnings = [NOT_ENFORCED + record.storage_note] if storage.image_mounts(
+            storage.topology_mounts(cluster.topology)) else []
+        warnings += self.ensure_network(cluster.name, cluster.topology)
+        self.ensure_volumes(cluster)
+        return Provisioned(warnings, [])
+
+    def after_start(self, cluster: Cluster) -> bool:
+        """Where the login nodes' ssh is reached (their NodePorts, on --ssh-address or the
+        first login node's machine) into the record; True when that changed."""
+        endpoints = self.ssh_endpoints(cluster.name, cluster.topology)
+        record = cluster.record
+        if not endpoints or (record.listen, record.ports) == endpoints:
+            return False
+        record.listen, record.ports = endpoints[0], dict(endpoints[1])
+        return True
+
     def ensure_images(self, node_classes: list[str]) -> dict[str, str]:
         from aitestbed.host import images, registry
         from aitestbed.host.engine import connect
@@ -198,14 +231,16 @@ class KubernetesProvider(KubeClient, Provider):
                            self.namespace, body)
             self._written[name] = encoded
 
-    def _files(self, state: ClusterState, node: str) -> None:
+    def _files(self, cluster: Cluster, node: str) -> None:
         """The Secrets the node's init container unpacks: the cluster's files and its own."""
+        state = cluster.state
         self._secret(state.name, manifests.cluster_files(state.name), state.common_dir)
         self._secret(state.name, manifests.node_files(state.name, node), state.node_dir(node))
 
-    def sync_files(self, state: ClusterState, nodes: list[str] | None = None) -> None:
+    def sync_files(self, cluster: Cluster, nodes: list[str] | None = None) -> None:
         """The Secrets and the running nodes hold the state directory's files as they are
         now (the Docker provider's binds show them at once)."""
+        state = cluster.state
         self._secret(state.name, manifests.cluster_files(state.name), state.common_dir)
         handles = self.nodes(state.name)
         chosen = [n for n in (nodes if nodes is not None else handles) if n in handles]
@@ -302,17 +337,10 @@ class KubernetesProvider(KubeClient, Provider):
             events = []  # a Role without events: the claim's name and class still help
         return claim_problem(claim, events)
 
-    def create_node(self, state: ClusterState, record: ClusterRecord, node: Node,
-                    image: str) -> None:
-        cluster = state.name
-        self._files(state, node.name)
-        from aitestbed.host.inventory import load as load_inventory
-        from aitestbed.host.naming import node_volume_name, volume_name
-        key = (record.profile, tuple(record.systems or ()))
-        with self._lock:  # one ansible-inventory run for all the nodes `up` makes
-            if key not in self._hostvars:
-                self._hostvars[key] = load_inventory(record.profile, record.systems).hostvars
-        hostvars = self._hostvars[key].get(node.name, {})
+    def create_node(self, handle: Cluster, node: Node, image: str) -> None:
+        cluster = handle.name
+        self._files(handle, node.name)
+        hostvars = handle.topology.hostvars.get(node.name, {})
         claims = [(m, object_name(volume_name(cluster, m))) for m in node.mounts]
         claims += [(p, object_name(node_volume_name(cluster, node.name, p)))
                    for p in node.volumes]
@@ -331,8 +359,8 @@ class KubernetesProvider(KubeClient, Provider):
         self._call("patch deployments", self.api.apps.patch_namespaced_deployment_scale,
                    node, self.namespace, {"spec": {"replicas": replicas}})
 
-    def start_node(self, state: ClusterState, record: ClusterRecord, node: Node) -> None:
-        self._files(state, node.name)
+    def start_node(self, cluster: Cluster, node: Node) -> None:
+        self._files(cluster, node.name)
         self._scale(node.name, 1)
 
     def _wait_gone(self, cluster: str, nodes: list[str], deployments: bool = False,

@@ -1,0 +1,80 @@
+"""What a Docker cluster takes of this host: its login nodes' ssh ports (picked once, kept
+in the record, checked free before nodes start) and /home and /projects as file systems
+of its own where the host can make them (host/storage), else Docker volumes.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from aitestbed.host import storage
+from aitestbed.host.accounts import parse_size
+from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import Topology
+from aitestbed.host.provider.base import NOT_ENFORCED, NodeHandle
+from aitestbed.host.state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
+
+KEPT_VOLUMES = ("this cluster keeps the Docker volumes it was made with (its files stay; "
+                "a cluster made again, after `destroy`, gets its own file systems)")
+
+
+def assign_ports(topology: Topology, record: ClusterRecord) -> None:
+    """Each published login node's port: the inventory's ssh_port, the one the record has,
+    or a free one no other cluster recorded."""
+    taken = recorded_ports() - set(record.ports.values())
+    for node in topology.nodes:
+        if not node.ssh_publish:
+            continue
+        if node.ssh_port:
+            record.ports[node.name] = node.ssh_port
+        elif node.name not in record.ports:
+            port = free_port(taken | set(record.ports.values()))
+            record.ports[node.name] = port
+
+
+def check_ports(topology: Topology, record: ClusterRecord,
+                existing: dict[str, NodeHandle]) -> None:
+    """The ports of the login nodes about to start are free (another program's is named)."""
+    for node in topology.nodes:
+        port = record.ports.get(node.name)
+        handle = existing.get(node.name)
+        if port and (handle is None or not handle.running) and port_in_use(
+                port, record.listen):
+            raise AitestbedError(
+                f"port {record.listen}:{port} for {node.name}'s ssh is already in use by another "
+                "program: stop it, or set ssh_port for this host in the inventory"
+            )
+
+
+def shared_storage(state: ClusterState, record: ClusterRecord, topology: Topology
+                   ) -> tuple[list[str], list[str]]:
+    """/home and /projects: a new cluster gets its own file systems when the host can
+    make them (else volumes, said once on each `up`); an existing one keeps what it has,
+    its images mounted again after a host restart. Returns (warnings, notes)."""
+    mounts = storage.image_mounts(storage.topology_mounts(topology))
+    if not mounts:
+        return [], []
+    notes = []
+    if record.storage == "":
+        caps = topology.common_vars.get("shared_storage_caps") or {}
+        wanted = {m: parse_size(caps.get(m, storage.DEFAULT_CAP)) for m in mounts}
+        state.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        reason = storage.unavailable()
+        if reason is None:
+            sizes = storage.plan_sizes(wanted, shutil.disk_usage(state.root).free, state.root)
+            try:
+                storage.create(state.root, sizes, state.name)
+            except storage.Unavailable as err:
+                reason = str(err)
+            else:
+                notes.append(
+                    " and ".join(f"{m} ({storage.human(s)})" for m, s in sizes.items())
+                    + " on file systems of their own, quotas enforced (sparse images in "
+                    f"{storage.Layout(state.root, mounts[0]).directory})")
+        record.storage, record.storage_note = ("volume", reason) if reason else ("image", "")
+        state.save(record)
+    if record.storage == "image":
+        for mount in mounts:
+            storage.ensure_mounted(storage.Layout(state.root, mount))
+        return [], notes
+    return [NOT_ENFORCED + (record.storage_note or KEPT_VOLUMES)], notes
