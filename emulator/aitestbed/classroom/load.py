@@ -43,8 +43,8 @@ from aitestbed.classroom import roster
 from aitestbed.classroom.roster import ClassroomError, Load
 from aitestbed.exercises import guide
 from aitestbed.exercises.probe import NodeProbe, Probe
+from aitestbed.host.cluster import Cluster
 from aitestbed.host.inventory import Topology
-from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.state import ClusterState
 from aitestbed.node.login import as_login_line
 
@@ -421,9 +421,8 @@ class LoadRun:
     topology: Topology = field(init=False)
 
     def __post_init__(self) -> None:
-        self.state = ClusterState(self.cluster)
-        record = self.state.load()
-        self.topology = load_inventory(record.profile, record.systems)
+        opened = Cluster.open(self.cluster)
+        self.state, self.topology = opened.state, opened.topology
         if self.probe is None:
             self.probe = NodeProbe(self.cluster)
 
