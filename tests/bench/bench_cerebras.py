@@ -16,16 +16,18 @@ import re
 import statistics
 import uuid
 
-from aitestbed.exercises import guide
+from aitestbed.cerebras import guide as cs_guide
 from aitestbed.host.driver import Driver
+from aitestbed.node import guide
 from benchlib import cli, step
 
 # The guide's set-up (not timed: quiet, without the steps the run does not need).
-SETUP = guide.script("set -e", guide.CS_SETUP, f"cd {guide.FC_MNIST}", guide.CS_SET_DATA_DIR,
-                     quiet=True, skip=(guide.UPGRADE_PIP, "git tag", guide.CS_REQUIREMENTS))
+SETUP = guide.script("set -e", cs_guide.CS_SETUP, f"cd {cs_guide.FC_MNIST}",
+                     cs_guide.CS_SET_DATA_DIR, quiet=True,
+                     skip=(guide.UPGRADE_PIP, "git tag", cs_guide.CS_REQUIREMENTS))
 RUN = guide.script(
-    "set -e", guide.CS_ENTER, "export MODEL_DIR=model_dir", "start=$(date +%s.%N)",
-    f"{guide.cs_run('pt_smoketest')} > run.log 2>&1",
+    "set -e", cs_guide.CS_ENTER, "export MODEL_DIR=model_dir", "start=$(date +%s.%N)",
+    f"{cs_guide.cs_run('pt_smoketest')} > run.log 2>&1",
     'echo "WALL $(python3 -c "import time; print(time.time() - $start)")"',
     "grep -E 'GlobalRate|Processed' run.log | tail -2")
 # Submit compile jobs as the client does and time each until the API says RUNNING,

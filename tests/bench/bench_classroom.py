@@ -21,7 +21,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from aitestbed.exercises import guide
+from aitestbed.graphcore import guide as gc_guide
 from aitestbed.host.naming import container_name
 from aitestbed.host.state import ClusterState
 from benchlib import cli, destroy
@@ -33,20 +33,20 @@ ROOM_ENV = f"""set -e
 cd {SHARED}
 virtualenv -q venv
 . venv/bin/activate
-pip install -q {guide.GC_SDK_ROOT}/{guide.GC_WHEEL}
+pip install -q {gc_guide.GC_SDK_ROOT}/{gc_guide.GC_WHEEL}
 git clone -q https://github.com/graphcore/examples.git
-cd examples && git checkout -q {guide.GC_TAG}
+cd examples && git checkout -q {gc_guide.GC_TAG}
 chmod -R g+rX {SHARED}
 """
 LEARNER_JOB = f"""set -e
 cd ~ && rm -rf mnist && cp -r {SHARED}/examples/{MNIST} mnist && cd mnist
 . {SHARED}/venv/bin/activate
 export POPTORCH_CACHE_DIR=~/tmp
-cat > {guide.MNIST_JOB} <<'EOF'
+cat > {gc_guide.MNIST_JOB} <<'EOF'
 #!/bin/sh
 python mnist_poptorch.py --epochs 1 --batch-size 64
 EOF
-sbatch --ipus=1 --output=mnist-poptorch-output.log {guide.MNIST_JOB} | awk '{{print $4}}'
+sbatch --ipus=1 --output=mnist-poptorch-output.log {gc_guide.MNIST_JOB} | awk '{{print $4}}'
 """
 
 

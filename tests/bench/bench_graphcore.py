@@ -15,18 +15,19 @@ from __future__ import annotations
 import re
 import uuid
 
-from aitestbed.exercises import guide
+from aitestbed.graphcore import guide as gc_guide
 from aitestbed.host.driver import Driver, terminal_view
+from aitestbed.node import guide
 from benchlib import cli, step
 
 # The guide's set-up (not timed: quiet, without listing the tags), and the cache directory.
-SETUP = guide.script("set -e", "mkdir -p ~/tmp", guide.GC_SETUP, quiet=True,
+SETUP = guide.script("set -e", "mkdir -p ~/tmp", gc_guide.GC_SETUP, quiet=True,
                      skip=("git tag",))
-IMPORT = guide.script(guide.GC_ACTIVATE, "TIMEFORMAT=%R",
+IMPORT = guide.script(gc_guide.GC_ACTIVATE, "TIMEFORMAT=%R",
                       "for i in 1 2 3 4 5; do { time python -c 'import poptorch'; } 2>&1; done")
 # {flags}: the run's own options (str.format).
 MNIST = guide.script(
-    guide.GC_ENV, f"cd {guide.MNIST_DIR}", "start=$(date +%s.%N)",
+    gc_guide.GC_ENV, f"cd {gc_guide.MNIST_DIR}", "start=$(date +%s.%N)",
     "/opt/slurm/bin/srun --ipus=1 python mnist_poptorch.py {flags}",
     'echo "WALL $(python3 -c "import time; print(time.time() - $start)")"')
 # The executor's debug line of the first training step marks when training starts.

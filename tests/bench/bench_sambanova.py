@@ -17,16 +17,17 @@ import re
 import time
 import uuid
 
-from aitestbed.exercises import guide
 from aitestbed.host.driver import Driver
+from aitestbed.node import guide
+from aitestbed.sambanova import guide as sn_guide
 from benchlib import cli, step
 
 IMPORT = """TIMEFORMAT=%R
 for i in 1 2 3 4 5; do { time python -c 'from sambaflow import samba'; } 2>&1; done
 """
 LENET = guide.script(
-    "set -e", guide.LENET_VENV, "rm -rf ~/apps", guide.SN_STARTERS, f"cd {guide.LENET}",
-    "start=$(date +%s.%N)", guide.LENET_COMPILE, f"{guide.LENET_RUN} | tail -n 3",
+    "set -e", sn_guide.LENET_VENV, "rm -rf ~/apps", sn_guide.SN_STARTERS, f"cd {sn_guide.LENET}",
+    "start=$(date +%s.%N)", sn_guide.LENET_COMPILE, f"{sn_guide.LENET_RUN} | tail -n 3",
     'echo "WALL $(python3 -c "import time; print(time.time() - $start)")"')
 UNET = """set -e
 mkdir -p ~/apps/image/unet && cd ~/apps/image/unet

@@ -14,21 +14,22 @@ import time
 from pathlib import Path
 
 import pytest
-from aitestbed.exercises import guide
+from aitestbed.cerebras import guide as cs_guide
 from aitestbed.host.driver import wait_for
+from aitestbed.node import guide
 
 LOGIN = "cer-login-01"
 POLL = 0.5  # seconds between two looks at a job
 MGMT = "cer-mgmt-01"
-FC_MNIST = guide.FC_MNIST
-VENV = guide.CS_ACTIVATE
+FC_MNIST = cs_guide.FC_MNIST
+VENV = cs_guide.CS_ACTIVATE
 # The guide's run, with $(whoami) as a user types it.
-RUN = guide.cs_run("pt_smoketest")
+RUN = cs_guide.cs_run("pt_smoketest")
 # The guide's set-up, from scratch on a cluster reused with AITESTBED_TEST_CLUSTER, then
 # the data set in configs/params.yaml.
-SETUP_2_1_1 = guide.script(guide.CS_HOME, "rm -rf venv_cerebras_pt modelzoo",
-                           guide.CS_VENV_SETUP, guide.CS_MODELZOO_SETUP,
-                           f"cd {guide.FC_MNIST}", guide.CS_SET_DATA_DIR)
+SETUP_2_1_1 = guide.script(cs_guide.CS_HOME, "rm -rf venv_cerebras_pt modelzoo",
+                           cs_guide.CS_VENV_SETUP, cs_guide.CS_MODELZOO_SETUP,
+                           f"cd {cs_guide.FC_MNIST}", cs_guide.CS_SET_DATA_DIR)
 
 
 def csctl_jobs(cluster, *args: str) -> list[dict]:
@@ -79,8 +80,8 @@ def test_setup_blocks_of_the_guide(release_2_1_1):
 @pytest.fixture(scope="module")
 def smoketest(cluster, release_2_1_1):
     """The guide's fc_mnist run, exactly as documented (default time scale)."""
-    rc, out = cluster.run(LOGIN, guide.one_line(guide.CS_ENTER, guide.CS_FRESH_MODEL_DIR,
-                                                guide.CS_SMOKETEST) + "; exit ${PIPESTATUS[0]}",
+    rc, out = cluster.run(LOGIN, guide.one_line(cs_guide.CS_ENTER, cs_guide.CS_FRESH_MODEL_DIR,
+                                                cs_guide.CS_SMOKETEST) + "; exit ${PIPESTATUS[0]}",
                           timeout=300)
     assert rc == 0, out
     return out

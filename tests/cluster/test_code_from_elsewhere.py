@@ -144,12 +144,13 @@ PIPELINED = """
 def test_a_pipelined_poptorch_model_with_anchors_and_workers_trains_on_two_ipus(cluster):
     """Named blocks mapped by Stage(...).ipu(n) take two IPUs (not one per block entry);
     an anchored gradient comes back; poptorch.DataLoader's workers feed it."""
-    from aitestbed.exercises import guide
+    from aitestbed.graphcore import guide as gc_guide
+    from aitestbed.node import guide
 
     rc, out = on_poplar(cluster, guide.script(
-        f"if ! test -x {guide.GC_VENV}/bin/python; then",
-        guide.script(guide.GC_SETUP, quiet=True), "fi >/dev/null",
-        guide.GC_ACTIVATE,
+        f"if ! test -x {gc_guide.GC_VENV}/bin/python; then",
+        guide.script(gc_guide.GC_SETUP, quiet=True), "fi >/dev/null",
+        gc_guide.GC_ACTIVATE,
         write("~/elsewhere/pipelined.py", PIPELINED),
         "cd ~/elsewhere && /opt/slurm/bin/srun --ipus=2 python pipelined.py"), timeout=900)
     assert rc == 0, out
@@ -238,14 +239,15 @@ def test_a_cstorch_training_loop_of_the_users_own_runs_on_csx(cluster):
     appliance; checkpoints and summaries land in the user's model dir, owned by the user."""
     from pathlib import Path
 
-    from aitestbed.exercises import guide
+    from aitestbed.cerebras import guide as cs_guide
+    from aitestbed.node import guide
 
     source = (Path(__file__).parent / "files" / "cstorch_loop.py").read_text()
     rc, out = cluster.run("cer-login-01", guide.script(
         "set -e",
-        f"if ! test -x {guide.CS_VENV}/bin/python; then",
-        guide.script(guide.CS_HOME, guide.CS_VENV_SETUP, quiet=True), "fi >/dev/null",
-        guide.CS_ACTIVATE,
+        f"if ! test -x {cs_guide.CS_VENV}/bin/python; then",
+        guide.script(cs_guide.CS_HOME, cs_guide.CS_VENV_SETUP, quiet=True), "fi >/dev/null",
+        cs_guide.CS_ACTIVATE,
         write("~/elsewhere/cs/cstorch_loop.py", source),
         "cd ~/elsewhere/cs && rm -rf md",
         "AITESTBED_TIME_SCALE=0.1 python cstorch_loop.py CSX $HOME/elsewhere/cs/md /home/",

@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 import yaml
-from aitestbed.exercises import guide
 from aitestbed.exercises.checks import http_get
 from aitestbed.host.driver import wait_for
+from aitestbed.node import guide
 
 LOGIN, GC_LOGIN, GC_NODE, SN_LOGIN, SN_NODE = ("cer-login-01", "gc-login-01", "gc-poplar-02",
                                                "sambanova", "sn30-r1-h1")

@@ -10,15 +10,16 @@ from __future__ import annotations
 import re
 
 import pytest
-from aitestbed.exercises import guide
+from aitestbed.graphcore import guide as gc_guide
 from aitestbed.host.driver import terminal_view
+from aitestbed.node import guide
 
 LOGIN = "gc-login-01"
 POPLAR = "gc-poplar-02"
-SDK = guide.GC_SDK
-WHEEL_33 = guide.GC_WHEEL
-VENV = guide.GC_VENV
-MNIST_DIR = guide.MNIST_DIR
+SDK = gc_guide.GC_SDK
+WHEEL_33 = gc_guide.GC_WHEEL
+VENV = gc_guide.GC_VENV
+MNIST_DIR = gc_guide.MNIST_DIR
 
 
 def on_poplar(cluster, script: str, timeout: float = 600) -> tuple[int, str]:
@@ -27,7 +28,7 @@ def on_poplar(cluster, script: str, timeout: float = 600) -> tuple[int, str]:
 
 
 def in_venv(script: str) -> str:
-    return guide.script(guide.GC_ENV, script)
+    return guide.script(gc_guide.GC_ENV, script)
 
 
 def plain(text: str) -> str:
@@ -42,7 +43,7 @@ def workspace(cluster):
         "set -e",
         f"rm -rf {VENV} ~/graphcore ~/tmp  # a cluster reused with AITESTBED_TEST_CLUSTER",
         "mkdir -p ~/tmp",
-        guide.GC_SETUP,
+        gc_guide.GC_SETUP,
         """python -c 'import poptorch; print("poptorch", poptorch.__version__)'""",
         quiet=True))
     assert rc == 0, out
@@ -109,7 +110,7 @@ def test_mnist_trains_for_real_under_srun_and_fills_the_cache(cluster, workspace
 def test_sbatch_reuses_the_cached_executable(cluster, workspace):
     """The guide's batch script; the second run finds the .popef and skips compiling."""
     rc, out = on_poplar(cluster, in_venv(f"""cd {MNIST_DIR}
-{guide.mnist_job_script("--epochs 1")}
+{gc_guide.mnist_job_script("--epochs 1")}
 job=$(sbatch --parsable --ipus=1 --output=mnist-poptorch-output.log submit-mnist-poptorch-job.sh)
 while squeue -h -j $job | grep -q .; do sleep 2; done
 sacct -n -X -j $job -o State 2>/dev/null || true

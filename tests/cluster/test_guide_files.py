@@ -13,8 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from aitestbed.exercises import guide
+from aitestbed.graphcore import guide as gc_guide
 from aitestbed.host.systems.sambanova import write_sambanova_docs
+from aitestbed.node import guide
 
 pytestmark = pytest.mark.cluster
 
@@ -46,18 +47,18 @@ def test_the_guides_scp_of_the_sambanova_docs(cluster, tmp_path):
 
 def test_models_compile_copied_to_tmp_skips_the_mnist_compilation(cluster):
     """Seed 004: copy models_compile to ~/tmp, POPTORCH_CACHE_DIR=~/tmp, run MNIST."""
-    venv = guide.script(guide.GC_VENV_SETUP, quiet=True)
-    examples = guide.script(guide.GC_EXAMPLES_SETUP, quiet=True)
+    venv = guide.script(gc_guide.GC_VENV_SETUP, quiet=True)
+    examples = guide.script(gc_guide.GC_EXAMPLES_SETUP, quiet=True)
     rc, out = cluster.hop("gc-login-01", "gc-poplar-02", "\n".join([
         "set -e",
-        f"if [ ! -x {guide.GC_VENV}/bin/python ]; then\n{venv}\nfi",
-        f"if [ ! -d {guide.GC_EXAMPLES} ]; then\n{examples}\nfi",
-        guide.GC_ACTIVATE,
+        f"if [ ! -x {gc_guide.GC_VENV}/bin/python ]; then\n{venv}\nfi",
+        f"if [ ! -d {gc_guide.GC_EXAMPLES} ]; then\n{examples}\nfi",
+        gc_guide.GC_ACTIVATE,
         "mkdir -p ~/tmp && rm -f ~/tmp/*.popef",
         f"cp {MODELS_COMPILE}/* ~/tmp",
         "ls ~/tmp | wc -l",
-        guide.GC_CACHE,
-        f"cd {guide.MNIST_DIR}",
+        gc_guide.GC_CACHE,
+        f"cd {gc_guide.MNIST_DIR}",
         "/opt/slurm/bin/srun --ipus=1 python mnist_poptorch.py --epochs 1",
         "echo files: $(ls ~/tmp | wc -l)",
     ]), timeout=900)

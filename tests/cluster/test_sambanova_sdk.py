@@ -12,14 +12,15 @@ import re
 import time
 
 import pytest
-from aitestbed.exercises import guide
+from aitestbed.node import guide
+from aitestbed.sambanova import guide as sn_guide
 
 LOGIN = "sambanova"
 SN30 = "sn30-r1-h1"
 SN10 = "sm-01"
-STARTERS = guide.STARTERS
-LENET_VENV = guide.LENET_VENV
-COMPILE_LENET = f"test -e {guide.PEF} || {guide.LENET_COMPILE} >/dev/null"
+STARTERS = sn_guide.STARTERS
+LENET_VENV = sn_guide.LENET_VENV
+COMPILE_LENET = f"test -e {sn_guide.PEF} || {sn_guide.LENET_COMPILE} >/dev/null"
 
 
 def on_node(cluster, node: str, script: str, timeout: float = 900) -> tuple[int, str]:
@@ -30,7 +31,7 @@ def on_node(cluster, node: str, script: str, timeout: float = 900) -> tuple[int,
 @pytest.fixture(scope="module")
 def starters(cluster):
     """`cp -r /opt/sambaflow/apps/starters apps/starters`, as the guide says."""
-    rc, out = on_node(cluster, SN30, guide.script("set -e", "rm -rf ~/apps", guide.SN_STARTERS))
+    rc, out = on_node(cluster, SN30, guide.script("set -e", "rm -rf ~/apps", sn_guide.SN_STARTERS))
     assert rc == 0, out
 
 
@@ -99,8 +100,8 @@ python -c 'import sambaflow; print(sambaflow.__version__)'""")
 
 def test_lenet_compile_test_and_run_with_srun(cluster, starters):
     rc, out = on_node(cluster, SN30, guide.script(
-        "set -e", LENET_VENV, f"cd {guide.LENET}", guide.LENET_COMPILE, "ls pef/lenet",
-        guide.LENET_TEST, f"{guide.LENET_RUN} > run.log 2>&1", "tail -n 4 run.log"))
+        "set -e", LENET_VENV, f"cd {sn_guide.LENET}", sn_guide.LENET_COMPILE, "ls pef/lenet",
+        sn_guide.LENET_TEST, f"{sn_guide.LENET_RUN} > run.log 2>&1", "tail -n 4 run.log"))
     assert rc == 0, out
     assert "Test passed: the RDU's results match the CPU's" in out, out
     for name in ("lenet.pef", "lenet.samba.log", "lenet.mac.log", "lenet.plasma_compile.log"):
@@ -119,7 +120,7 @@ def test_lenet_with_sbatch_and_output_log(cluster, starters):
     rc, out = on_node(cluster, SN30, f"""set -e
 {LENET_VENV}
 cd {STARTERS}/lenet
-{guide.lenet_job_script("--max-steps 2000")}
+{sn_guide.lenet_job_script("--max-steps 2000")}
 mkdir -p pef/lenet
 sbatch --wait --output=pef/lenet/output.log submit-lenet-job.sh
 cat pef/lenet/output.log""")

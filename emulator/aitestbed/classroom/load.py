@@ -37,15 +37,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from aitestbed.cerebras import guide as cs_guide
 from aitestbed.cerebras.cs3 import inventory_settings
 from aitestbed.classroom import room as classroom_room
 from aitestbed.classroom import roster
 from aitestbed.classroom.roster import ClassroomError, Load
-from aitestbed.exercises import guide
 from aitestbed.exercises.probe import NodeProbe, Probe
 from aitestbed.host.cluster import Cluster
 from aitestbed.host.inventory import Topology
 from aitestbed.host.state import ClusterState
+from aitestbed.node import guide
 from aitestbed.node.login import as_login_line
 
 LEVELS = ("light", "busy")
@@ -61,7 +62,7 @@ SPARE_MINUTES = 5  # --time is the run plus this, as users round up
 # Cerebras: the runs' AITESTBED_TIME_SCALE and the pause between one run and the next.
 CS_TIME_SCALE = {"light": 1, "busy": 2}
 CS_PAUSE = {"light": 180, "busy": 10}
-CS_RELEASE = "2.1.1"  # the release whose guide workflow (guide.CS_SETUP) the load follows
+CS_RELEASE = "2.1.1"  # the release whose guide workflow (cs_guide.CS_SETUP) the load follows
 GRES = {"graphcore": "ipu", "sambanova": "rdu"}
 JOBS_DIR = "jobs"  # in the load user's home: the batch scripts and their logs
 CS_SCRIPT = "cerebras-runs.sh"
@@ -372,18 +373,18 @@ def submit_command(job: LoadJob) -> str:
 
 def cerebras_script(job: LoadJob) -> str:
     """The guide's set-up (once), then fc_mnist on the CS-2, run after run."""
-    run = guide.cs_run(job.name).replace("--num_csx=1", f"--num_csx={job.count}")
+    run = cs_guide.cs_run(job.name).replace("--num_csx=1", f"--num_csx={job.count}")
     return "\n".join([
         "#!/bin/bash",
         f"# aitestbed load: fc_mnist on the CS-2 (AITESTBED_TIME_SCALE={job.time_scale:g}), "
         f"a run {job.pause} s after the last one ended, until `aitestbed load stop`.",
         "cd ~",
-        f"if ! [ -x {guide.CS_VENV}/bin/python ] || ! [ -d {guide.CS_MODELZOO}/.git ]; then",
-        "(", guide.script("set -e", guide.CS_SETUP, quiet=True), ") || exit 1",
+        f"if ! [ -x {cs_guide.CS_VENV}/bin/python ] || ! [ -d {cs_guide.CS_MODELZOO}/.git ]; then",
+        "(", guide.script("set -e", cs_guide.CS_SETUP, quiet=True), ") || exit 1",
         "fi",
-        guide.CS_ACTIVATE,
-        f"cd {guide.FC_MNIST}",
-        guide.CS_SET_DATA_DIR,
+        cs_guide.CS_ACTIVATE,
+        f"cd {cs_guide.FC_MNIST}",
+        cs_guide.CS_SET_DATA_DIR,
         "while :; do",
         "  export MODEL_DIR=model_dir",
         '  rm -rf "$MODEL_DIR"',

@@ -10,8 +10,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aitestbed.exercises import checks, guide
+from aitestbed.cerebras import guide as cs_guide
+from aitestbed.exercises import checks
 from aitestbed.exercises.checks import Context, Criterion
+from aitestbed.graphcore import guide as gc_guide
+from aitestbed.node import guide
+from aitestbed.sambanova import guide as sn_guide
 
 ALL = "all"
 
@@ -25,7 +29,7 @@ class Exercise:
     check: Callable[[Context], list[Criterion]]
 
 
-# The guide's commands come from guide.py; here they are shown with what a learner needs
+# The guide's commands come from each room's guide.py; here they are shown with what a learner needs
 # around them (where to be, what to look for).
 EXERCISES: tuple[Exercise, ...] = (
     Exercise("first-login", "First login with a one-time passcode (MFA)", ALL, (
@@ -36,25 +40,25 @@ EXERCISES: tuple[Exercise, ...] = (
     ), checks.first_login),
     Exercise("cerebras-setup", "Cerebras: PyTorch venv and the modelzoo", "cerebras", (
         "ssh -F {ssh_config} {cer_login}",
-        *guide.shown(guide.CS_SETUP),
+        *guide.shown(cs_guide.CS_SETUP),
     ), checks.cerebras_setup),
     Exercise("cerebras-fc-mnist", "Cerebras: train fc_mnist on the CS-2 with run.py CSX",
              "cerebras", (
         "ssh -F {ssh_config} {cer_login}   (do cerebras-setup first)",
-        *guide.shown(guide.CS_ENTER),
-        f"In configs/params.yaml set data_dir to \"{guide.CS_DATASET}\" (train_input and "
+        *guide.shown(cs_guide.CS_ENTER),
+        f"In configs/params.yaml set data_dir to \"{cs_guide.CS_DATASET}\" (train_input and "
         "eval_input)",
-        *guide.shown(guide.CS_FRESH_MODEL_DIR),
-        guide.CS_SMOKETEST,
+        *guide.shown(cs_guide.CS_FRESH_MODEL_DIR),
+        cs_guide.CS_SMOKETEST,
         "csctl get jobs   (from another terminal while it runs: your compile, then execute job)",
     ), checks.cerebras_fc_mnist),
     Exercise("cerebras-cancel", "Cerebras: find your job with csctl and cancel it", "cerebras", (
         "ssh -F {ssh_config} {cer_login}   (do cerebras-fc-mnist first)",
-        guide.one_line(guide.CS_ENTER),
+        guide.one_line(cs_guide.CS_ENTER),
         "export MODEL_DIR=model_cancel && rm -rf $MODEL_DIR",
         "Start a run in the background; AITESTBED_TIME_SCALE=1 makes the emulator take the real "
         "system's time, so there is time to cancel it:",
-        f"AITESTBED_TIME_SCALE=1 nohup {guide.cs_run('cancel_me')} > cancel_me.log 2>&1 &",
+        f"AITESTBED_TIME_SCALE=1 nohup {cs_guide.cs_run('cancel_me')} > cancel_me.log 2>&1 &",
         "csctl get jobs   (note the NAME of your job, wsjob-...)",
         "csctl cancel job <NAME>   (Job canceled successfully)",
         "tail cancel_me.log   (the run reports that it was canceled)",
@@ -67,34 +71,34 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("graphcore-setup", "Graphcore: Poplar SDK, PopTorch venv and the examples",
              "graphcore", (
         "On {gc_node} (graphcore-login):",
-        *guide.shown(guide.GC_SETUP, notes={
-            guide.GC_INSTALL: "the guide's cp38 wheel is for the real system's Python 3.8; "
+        *guide.shown(gc_guide.GC_SETUP, notes={
+            gc_guide.GC_INSTALL: "the guide's cp38 wheel is for the real system's Python 3.8; "
                               "these nodes have Python 3.11"}),
     ), checks.graphcore_setup),
     Exercise("graphcore-mnist", "Graphcore: MNIST on one IPU with srun", "graphcore", (
         "On {gc_node}, with the venv active (graphcore-setup):",
-        f"mkdir -p ~/tmp && {guide.GC_CACHE}",
+        f"mkdir -p ~/tmp && {gc_guide.GC_CACHE}",
         "cd {mnist}",
-        f"{guide.MNIST_SRUN}   (--epochs 1 for a shorter run)",
+        f"{gc_guide.MNIST_SRUN}   (--epochs 1 for a shorter run)",
     ), checks.graphcore_mnist),
     Exercise("graphcore-sbatch", "Graphcore: MNIST as a batch job with an output file",
              "graphcore", (
         "On {gc_node}, with the venv active and POPTORCH_CACHE_DIR=~/tmp exported:",
         "cd {mnist}",
-        guide.mnist_job_script(),
-        guide.MNIST_SBATCH,
+        gc_guide.mnist_job_script(),
+        gc_guide.MNIST_SBATCH,
         "squeue   (until your job is gone)",
         "cat mnist-poptorch-output.log",
     ), checks.graphcore_sbatch),
     Exercise("sambanova-lenet", "SambaNova: LeNet compile, run and test with srun", "sambanova", (
         "ssh -F {ssh_config} {sn_login}, then ssh {sn_node} (SambaFlow is set up at login)",
-        *guide.shown(guide.SN_STARTERS + guide.SN_LENET),
+        *guide.shown(sn_guide.SN_STARTERS + sn_guide.SN_LENET),
     ), checks.sambanova_lenet),
     Exercise("sambanova-sbatch", "SambaNova: LeNet as a batch job on two RDUs", "sambanova", (
         "On {sn_node}, with the LeNet venv active (sambanova-lenet):",
-        f"cd {guide.LENET}",
-        guide.LENET_SCRIPT,
-        guide.LENET_SBATCH,
+        f"cd {sn_guide.LENET}",
+        sn_guide.LENET_SCRIPT,
+        sn_guide.LENET_SBATCH,
         "squeue   (until your job is gone)",
         "cat pef/lenet/output.log",
     ), checks.sambanova_sbatch),
@@ -147,7 +151,7 @@ def placeholders(cluster: str, user: str, ssh_config: str, nodes: checks.Nodes,
         # The guide's examples use the SN30 nodes (sn30-r1-h1) where there are some.
         "sn_node": next((n for n in nodes.hop.get("sambanova", []) if n.startswith("sn30")),
                         one(nodes.hop, "sambanova")),
-        "fc_mnist": guide.FC_MNIST,
-        "mnist": guide.MNIST_DIR, "payload": payload or "<run start first>",
+        "fc_mnist": cs_guide.FC_MNIST,
+        "mnist": gc_guide.MNIST_DIR, "payload": payload or "<run start first>",
         "payload_name": payload.rsplit("/", 1)[-1] if payload else "<file>",
     }

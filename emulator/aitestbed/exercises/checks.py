@@ -17,24 +17,16 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aitestbed.exercises import guide
-from aitestbed.exercises.guide import (
-    CS_DATASET,
-    CS_DIR,
-    CS_MODELZOO,
-    CS_VENV,
-    FC_MNIST,
-    GC_EXAMPLES,
-    GC_VENV,
-    LENET,
-    LENET_VENV,
-    LOCAL_PORT,
-    MNIST_DIR,
-    PEF,
-    SERVER_PORT,
-)
+from aitestbed.cerebras import guide as cs_guide
+from aitestbed.cerebras.guide import CS_DATASET, CS_DIR, CS_MODELZOO, CS_VENV, FC_MNIST
 from aitestbed.exercises.probe import Probe
+from aitestbed.graphcore import guide as gc_guide
+from aitestbed.graphcore.guide import GC_EXAMPLES, GC_VENV, MNIST_DIR
+from aitestbed.node import guide
+from aitestbed.node.guide import LOCAL_PORT, SERVER_PORT
 from aitestbed.node.slurm_text import key_values
+from aitestbed.sambanova import guide as sn_guide
+from aitestbed.sambanova.guide import LENET, LENET_VENV, PEF
 
 SSHD_LOG = "/var/log/sshd.log"
 JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"
@@ -262,27 +254,27 @@ def first_login(ctx: Context) -> list[Criterion]:
         f"sshd on {', '.join(found)} accepted you" if found else "")]
 
 
-# Cerebras (paths and commands: guide.py) ------------------------------------------------
+# Cerebras (paths and commands: cerebras/guide.py) ---------------------------------------
 def cerebras_setup(ctx: Context) -> list[Criterion]:
     node = first(ctx.nodes.login, "cerebras")
     rc, mode = ctx.as_user(node, "stat -c %a ~")
     navigable = rc == 0 and len(mode.strip()) >= 3 and int(mode.strip()[-1]) & 5 == 5
     venv = in_home(ctx, node, f"test -x {CS_VENV}/bin/python -a -f {CS_VENV}/pyvenv.cfg")
     version = package_version(ctx, node, CS_VENV, "cerebras_pytorch") if venv else ""
-    cloned, at_release = git_at(ctx, node, CS_MODELZOO, guide.CS_TAG)
+    cloned, at_release = git_at(ctx, node, CS_MODELZOO, cs_guide.CS_TAG)
     return [
         Criterion("home directory navigable by the appliance", navigable, "chmod a+xr ~/",
                   f"mode {mode.strip()}" if rc == 0 else ""),
         Criterion(f"a venv at {CS_VENV}", venv,
-                  f"mkdir -p {CS_DIR} && cd {CS_DIR} && {guide.CS_MAKE_VENV}"),
+                  f"mkdir -p {CS_DIR} && cd {CS_DIR} && {cs_guide.CS_MAKE_VENV}"),
         Criterion("cerebras_pytorch 2.1.1 installed in it", release_of(version) == "2.1.1",
-                  f"{guide.CS_ACTIVATE} && {guide.CS_INSTALL}"
+                  f"{cs_guide.CS_ACTIVATE} && {cs_guide.CS_INSTALL}"
                   + (f" (found {version})" if version else ""),
                   f"cerebras_pytorch {version}" if version else ""),
         Criterion(f"the modelzoo cloned at {CS_MODELZOO}", cloned,
-                  f"cd {CS_DIR} && {guide.CS_CLONE}"),
-        Criterion(f"the modelzoo checked out at {guide.CS_TAG}", at_release,
-                  f"cd {CS_MODELZOO} && {guide.CS_CHECKOUT} && {guide.CS_REQUIREMENTS}"),
+                  f"cd {CS_DIR} && {cs_guide.CS_CLONE}"),
+        Criterion(f"the modelzoo checked out at {cs_guide.CS_TAG}", at_release,
+                  f"cd {CS_MODELZOO} && {cs_guide.CS_CHECKOUT} && {cs_guide.CS_REQUIREMENTS}"),
     ]
 
 
@@ -302,7 +294,7 @@ def cerebras_fc_mnist(ctx: Context) -> list[Criterion]:
         "configs/params.yaml reads the MNIST data set from /software", dataset,
         f"cd {FC_MNIST} and set train_input and eval_input data_dir to "
         f"\"{CS_DATASET}\" in configs/params.yaml")]
-    run = f"cd {{fc_mnist}} && export MODEL_DIR=model_dir && {guide.CS_SMOKETEST}"
+    run = f"cd {{fc_mnist}} && export MODEL_DIR=model_dir && {cs_guide.CS_SMOKETEST}"
     for job_type, text in (("compile", "the model compiled on the appliance (a compile WSJob "
                                        "SUCCEEDED)"),
                            ("execute", "the model trained on a CS-2 (an execute WSJob "
@@ -313,7 +305,7 @@ def cerebras_fc_mnist(ctx: Context) -> list[Criterion]:
                 for j in mine[-1:]]
         criteria.append(Criterion(
             text, bool(done),
-            f"{guide.CS_ACTIVATE} && {run}" + last_state(last, f"{job_type} job"),
+            f"{cs_guide.CS_ACTIVATE} && {run}" + last_state(last, f"{job_type} job"),
             done[-1]["metadata"]["name"] if done else ""))
     return criteria
 
@@ -356,7 +348,7 @@ def cerebras_cancel(ctx: Context) -> list[Criterion]:
             f"{mine[-1]['metadata']['name']} CANCELLED" if mine else "")]
 
 
-# Graphcore (paths and commands: guide.py) -----------------------------------------------
+# Graphcore (paths and commands: graphcore/guide.py) -------------------------------------
 MNIST_WORKDIR = "/tutorials/simple_applications/pytorch/mnist"
 POPTORCH_WHEEL = "$POPLAR_SDK_ROOT/poptorch-3.3.0+*.whl"
 
@@ -378,20 +370,20 @@ def graphcore_setup(ctx: Context) -> list[Criterion]:
     node = first(ctx.nodes.hop, "graphcore") or first(ctx.nodes.login, "graphcore")
     venv = in_home(ctx, node, f"test -x {GC_VENV}/bin/python")
     version = package_version(ctx, node, GC_VENV, "poptorch") if venv else ""
-    cloned, at_tag = git_at(ctx, node, GC_EXAMPLES, guide.GC_TAG)
+    cloned, at_tag = git_at(ctx, node, GC_EXAMPLES, gc_guide.GC_TAG)
     return [
         Criterion(f"a venv at {GC_VENV}", venv,
-                  f"mkdir -p ~/venvs/graphcore && {guide.GC_MAKE_VENV}"),
+                  f"mkdir -p ~/venvs/graphcore && {gc_guide.GC_MAKE_VENV}"),
         Criterion("the Poplar SDK 3.3.0's poptorch wheel installed in it",
                   release_of(version) == "3.3.0",
-                  f"{guide.GC_ACTIVATE} && POPLAR_SDK_ROOT={guide.GC_SDK_ROOT} && "
+                  f"{gc_guide.GC_ACTIVATE} && POPLAR_SDK_ROOT={gc_guide.GC_SDK_ROOT} && "
                   f"pip install {POPTORCH_WHEEL}"
                   + (f" (found poptorch {version})" if version else ""),
                   f"poptorch {version}" if version else ""),
         Criterion(f"the examples cloned at {GC_EXAMPLES}", cloned,
-                  f"mkdir -p ~/graphcore && cd ~/graphcore && {guide.GC_CLONE}"),
-        Criterion(f"the examples checked out at {guide.GC_TAG}", at_tag,
-                  f"cd {GC_EXAMPLES} && git checkout {guide.GC_TAG}"),
+                  f"mkdir -p ~/graphcore && cd ~/graphcore && {gc_guide.GC_CLONE}"),
+        Criterion(f"the examples checked out at {gc_guide.GC_TAG}", at_tag,
+                  f"cd {GC_EXAMPLES} && git checkout {gc_guide.GC_TAG}"),
     ]
 
 
@@ -417,11 +409,11 @@ def graphcore_mnist(ctx: Context) -> list[Criterion]:
     cached = in_home(ctx, node, "ls ~/tmp/*.popef >/dev/null 2>&1")
     return [
         Criterion("mnist_poptorch.py ran to the end under srun, on an IPU", bool(done),
-                  f"{guide.GC_ACTIVATE} && cd {MNIST_DIR} && {guide.MNIST_SRUN}"
+                  f"{gc_guide.GC_ACTIVATE} && cd {MNIST_DIR} && {gc_guide.MNIST_SRUN}"
                   + last_state([j.describe() for j in jobs], "srun job there"),
                   done[-1].describe() if done else ""),
         Criterion("its compiled graph kept in the executable cache ~/tmp", cached,
-                  f"mkdir -p ~/tmp && {guide.GC_CACHE}, then run it again"),
+                  f"mkdir -p ~/tmp && {gc_guide.GC_CACHE}, then run it again"),
     ]
 
 
@@ -435,7 +427,7 @@ def graphcore_sbatch(ctx: Context) -> list[Criterion]:
         Criterion("submit-mnist-poptorch-job.sh ran to the end as a batch job on an IPU",
                   bool(done),
                   f"cd {MNIST_DIR}, write submit-mnist-poptorch-job.sh (#!/bin/sh, then "
-                  f"python mnist_poptorch.py) and `{guide.MNIST_SBATCH}`"
+                  f"python mnist_poptorch.py) and `{gc_guide.MNIST_SBATCH}`"
                   + last_state([j.describe() for j in jobs], "batch job"),
                   done[-1].describe() if done else ""),
         Criterion("its output file mnist-poptorch-output.log shows the test accuracy", output,
@@ -444,7 +436,7 @@ def graphcore_sbatch(ctx: Context) -> list[Criterion]:
     ]
 
 
-# SambaNova (paths and commands: guide.py) -----------------------------------------------
+# SambaNova (paths and commands: sambanova/guide.py) -------------------------------------
 LENET_WORKDIR = "/apps/starters/lenet"
 
 
@@ -505,11 +497,11 @@ def sambanova_lenet(ctx: Context) -> list[Criterion]:
     journal = rdu_journal(ctx, jobs)
     criteria = [
         Criterion("the starters copied to ~/apps/starters", copied,
-                  guide.one_line(guide.SN_STARTERS)),
+                  guide.one_line(sn_guide.SN_STARTERS)),
         Criterion(f"LeNet compiled to {LENET}/{PEF}", compiled,
-                  f"on {{sn_node}}: {LENET_VENV} && cd {LENET} && {guide.LENET_COMPILE}"),
+                  f"on {{sn_node}}: {LENET_VENV} && cd {LENET} && {sn_guide.LENET_COMPILE}"),
     ]
-    for step, command in (("run", guide.LENET_RUN), ("test", guide.LENET_TEST)):
+    for step, command in (("run", sn_guide.LENET_RUN), ("test", sn_guide.LENET_TEST)):
         job = ran_on_rdus(jobs, journal, f"lenet.py {step}")
         criteria.append(Criterion(
             f"`lenet.py {step}` completed on the RDUs under srun", job is not None,
@@ -528,12 +520,12 @@ def sambanova_sbatch(ctx: Context) -> list[Criterion]:
     output = in_home(ctx, node, f"grep -q 'Test Accuracy' {LENET}/pef/lenet/output.log")
     return [
         Criterion("submit-lenet-job.sh ran to the end as a batch job", bool(done),
-                  f"cd {LENET}, write {guide.LENET_JOB} (#!/bin/sh, then the compile and run "
-                  f"lines) and `{guide.LENET_SBATCH}`"
+                  f"cd {LENET}, write {sn_guide.LENET_JOB} (#!/bin/sh, then the compile and run "
+                  f"lines) and `{sn_guide.LENET_SBATCH}`"
                   + last_state([j.describe() for j in jobs], "batch job"),
                   done[-1].describe() if done else ""),
         Criterion("the batch job held two RDUs (--gres=rdu:2)", two is not None,
-                  f"ask Slurm for them: `{guide.LENET_SBATCH}`"
+                  f"ask Slurm for them: `{sn_guide.LENET_SBATCH}`"
                   + (f" (your last batch job held {held.get(done[-1].job_id, 0)} RDU(s))"
                      if done else ""),
                   f"{two.describe()}: RDUs held on {two.node}: {held[two.job_id]}" if two else ""),

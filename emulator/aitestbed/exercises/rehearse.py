@@ -25,12 +25,16 @@ from pathlib import Path
 import click
 import yaml
 
-from aitestbed.exercises import checks, guide
+from aitestbed.cerebras import guide as cs_guide
+from aitestbed.exercises import checks
 from aitestbed.exercises.session import Result, Session
+from aitestbed.graphcore import guide as gc_guide
 from aitestbed.host import driver
 from aitestbed.host.driver import Driver, wait_for
 from aitestbed.host.errors import AitestbedError, run_click
 from aitestbed.host.state import ClusterState
+from aitestbed.node import guide
+from aitestbed.sambanova import guide as sn_guide
 
 FIRST_UID = 20001
 STEP_TIMEOUT = 900.0
@@ -127,21 +131,21 @@ def first_login(learner: Learner, v: dict[str, str]) -> None:
 
 
 def cerebras_setup(learner: Learner, v: dict[str, str]) -> None:
-    learner.ssh(v["cer_login"], guide.script("set -e", guide.CS_SETUP))
+    learner.ssh(v["cer_login"], guide.script("set -e", cs_guide.CS_SETUP))
 
 
 def cerebras_fc_mnist(learner: Learner, v: dict[str, str]) -> None:
     learner.ssh(v["cer_login"], guide.script(
-        "set -e", guide.CS_ENTER, guide.CS_SET_DATA_DIR, guide.CS_FRESH_MODEL_DIR,
-        f"{guide.CS_SMOKETEST}; test ${{PIPESTATUS[0]}} -eq 0", "csctl get jobs"))
+        "set -e", cs_guide.CS_ENTER, cs_guide.CS_SET_DATA_DIR, cs_guide.CS_FRESH_MODEL_DIR,
+        f"{cs_guide.CS_SMOKETEST}; test ${{PIPESTATUS[0]}} -eq 0", "csctl get jobs"))
 
 
 def cerebras_cancel(learner: Learner, v: dict[str, str]) -> None:
     login = v["cer_login"]
     # A quarter of the real system's pace: long enough to catch the job running.
     learner.ssh(login, guide.one_line(
-        guide.CS_ENTER, "export MODEL_DIR=model_cancel", "rm -rf $MODEL_DIR",
-        f"(AITESTBED_TIME_SCALE=0.25 nohup {guide.cs_run('cancel_me')} > cancel_me.log 2>&1 "
+        cs_guide.CS_ENTER, "export MODEL_DIR=model_cancel", "rm -rf $MODEL_DIR",
+        f"(AITESTBED_TIME_SCALE=0.25 nohup {cs_guide.cs_run('cancel_me')} > cancel_me.log 2>&1 "
         "< /dev/null &)"))
 
     def running() -> str | None:
@@ -166,13 +170,13 @@ def graphcore_login(learner: Learner, v: dict[str, str]) -> None:
 
 
 def graphcore_setup(learner: Learner, v: dict[str, str]) -> None:
-    learner.hop(v["gc_login"], v["gc_node"], guide.script("set -e", guide.GC_SETUP))
+    learner.hop(v["gc_login"], v["gc_node"], guide.script("set -e", gc_guide.GC_SETUP))
 
 
 def graphcore_mnist(learner: Learner, v: dict[str, str]) -> None:
     out = learner.hop(v["gc_login"], v["gc_node"], guide.script(
-        "set -e", "mkdir -p ~/tmp", guide.GC_ENV, f"cd {guide.MNIST_DIR}",
-        f"{guide.MNIST_SRUN} {BRIEF_MNIST}"))
+        "set -e", "mkdir -p ~/tmp", gc_guide.GC_ENV, f"cd {gc_guide.MNIST_DIR}",
+        f"{gc_guide.MNIST_SRUN} {BRIEF_MNIST}"))
     if "Accuracy on test set" not in out:
         raise StepError(f"no accuracy in the output: {_tail(out)}")
 
@@ -186,24 +190,26 @@ while squeue -h -j $job 2>/dev/null | grep -q .; do sleep 2; done"""
 
 def graphcore_sbatch(learner: Learner, v: dict[str, str]) -> None:
     out = learner.hop(v["gc_login"], v["gc_node"], guide.script(
-        "set -e", guide.GC_ENV, f"cd {guide.MNIST_DIR}", guide.mnist_job_script(BRIEF_MNIST),
-        _submit_and_wait(guide.MNIST_SBATCH), "cat mnist-poptorch-output.log"))
+        "set -e", gc_guide.GC_ENV, f"cd {gc_guide.MNIST_DIR}",
+        gc_guide.mnist_job_script(BRIEF_MNIST),
+        _submit_and_wait(gc_guide.MNIST_SBATCH), "cat mnist-poptorch-output.log"))
     if "Accuracy on test set" not in out:
         raise StepError(f"no accuracy in the output log: {_tail(out)}")
 
 
 def sambanova_lenet(learner: Learner, v: dict[str, str]) -> None:
     out = learner.hop(v["sn_login"], v["sn_node"],
-                      guide.script("set -e", guide.SN_STARTERS, guide.with_arguments(
-                          guide.SN_LENET, guide.LENET_RUN, BRIEF_LENET)))
+                      guide.script("set -e", sn_guide.SN_STARTERS, guide.with_arguments(
+                          sn_guide.SN_LENET, sn_guide.LENET_RUN, BRIEF_LENET)))
     if "Test passed" not in out:
         raise StepError(f"the test step did not pass: {_tail(out)}")
 
 
 def sambanova_sbatch(learner: Learner, v: dict[str, str]) -> None:
     out = learner.hop(v["sn_login"], v["sn_node"], guide.script(
-        "set -e", guide.LENET_VENV, f"cd {guide.LENET}", guide.lenet_job_script(BRIEF_LENET),
-        _submit_and_wait(guide.LENET_SBATCH), "cat pef/lenet/output.log"))
+        "set -e", sn_guide.LENET_VENV, f"cd {sn_guide.LENET}",
+        sn_guide.lenet_job_script(BRIEF_LENET),
+        _submit_and_wait(sn_guide.LENET_SBATCH), "cat pef/lenet/output.log"))
     if "Test Accuracy" not in out:
         raise StepError(f"no accuracy in pef/lenet/output.log: {_tail(out)}")
 
