@@ -17,47 +17,49 @@ import statistics
 import time
 import uuid
 
+from aitestbed.cerebras import guide as cs_guide
 from aitestbed.host.driver import Driver
+from aitestbed.node import guide
 from bench_cerebras import CSCTL, FILL
 from benchlib import cli, step
 
-SETUP = """set -e
-mkdir -p ~/R_2.10.0 && cd ~/R_2.10.0 && rm -rf modelzoo venv_cerebras_pt
-git clone -q https://github.com/Cerebras/modelzoo.git && git -C modelzoo checkout -q Release_2.10.0
-/usr/bin/python3.11 -m venv venv_cerebras_pt
-. venv_cerebras_pt/bin/activate && pip install -q -e modelzoo
-"""
-RUN = """set -e
-. ~/R_2.10.0/venv_cerebras_pt/bin/activate
-cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/gpt3
-cp /software/cerebras/dataset/OWT/Pytorch/111m_modified.yaml configs/Cerebras_GPT/
-rm -rf model_dir_gpt3_111m
-start=$(date +%s.%N)
-cszoo fit configs/Cerebras_GPT/111m_modified.yaml --job_labels name=gpt3_111m \
-    --model_dir model_dir_gpt3_111m > run.log 2>&1
-echo "WALL $(python3 -c "import time; print(time.time() - $start)")"
-grep -E 'Step=400,|Batch=100,|Processed' run.log
-"""
+# The docs' set-up (customizing-environment.md), from scratch and quiet: without the proxy,
+# the tags' list, the deactivate and pip's upgrade.
+SETUP = "\n".join((
+    "set -e",
+    f"mkdir -p {cs_guide.CS3_DIR} && cd {cs_guide.CS3_DIR} && "
+    f"rm -rf modelzoo {cs_guide.CS3_VENV_NAME}",
+    f"{guide.quietly(cs_guide.CS_CLONE)} && git -C modelzoo checkout -q {cs_guide.CS3_TAG}",
+    cs_guide.CS3_MAKE_VENV,
+    f". {cs_guide.CS3_VENV_NAME}/bin/activate && {guide.quietly(cs_guide.CS3_INSTALL)}", ""))
 
-# example-programs.md: (directory under models/, YAML under /software/cerebras/dataset)
-EXAMPLES = (("nlp/bert", "bert_large/bert_large_MSL128_sampleds.yaml"),
-            ("nlp/gptj", "gptj/params_gptj_6B_sampleds.yaml"),
-            ("nlp/llama", "params_llama2_7b.yaml"),
-            ("nlp/esm2", "ESM-2/params_esm2_t12_35M_UR50D_modified.yaml"),
-            ("vision/vision_transformer",
-             "vision_transformer/params_vit_base_patch_16_imagenet_1k.yaml"),
-            ("vision/dit", "params_dit_2B_patchsize_2x2_modified.yaml"))
-EXAMPLE = """set -e
-. ~/R_2.10.0/venv_cerebras_pt/bin/activate
-cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/{directory}
-cp /software/cerebras/dataset/{source} configs/
-rm -rf model_dir
-start=$(date +%s.%N)
-cszoo fit configs/{name} --job_labels name=bench --model_dir model_dir > run.log 2>&1
-echo "WALL $(python3 -c "import time; print(time.time() - $start)")"
-grep -E 'Train Device' run.log | tail -1 | grep -oE 'Step=[0-9]+|GlobalRate=[0-9.]+'
-grep -oE 'Processed [0-9]+ training sample.*' run.log
-"""
+
+def timed_fit(model: cs_guide.Cs3Model, label: str, model_dir: str, *report: str) -> str:
+    """The docs' steps for a model (running-a-model-or-program.md, example-programs.md),
+    `cszoo fit` timed with its log in run.log; then the `report` lines."""
+    return "\n".join((
+        "set -e",
+        f". {cs_guide.CS3_VENV}/bin/activate",
+        f"cd {model.path}",
+        f"cp {cs_guide.CS3_DATASET}/{model.source} {model.yaml.rsplit('/', 1)[0]}/",
+        f"rm -rf {model_dir}",
+        "start=$(date +%s.%N)",
+        f"{cs_guide.cszoo_fit(model, model_dir, label)} > run.log 2>&1",
+        'echo "WALL $(python3 -c "import time; print(time.time() - $start)")"',
+        *report, ""))
+
+
+RUN = timed_fit(cs_guide.GPT3, cs_guide.GPT3.label, cs_guide.GPT3.model_dir,
+                "grep -E 'Step=400,|Batch=100,|Processed' run.log")
+
+
+def example(model: cs_guide.Cs3Model) -> str:
+    """One of example-programs.md's models (its folder under models/ and YAML from the
+    table), labelled bench: the last printed rate and the total."""
+    return timed_fit(model, "bench", "model_dir",
+                     "grep -E 'Train Device' run.log | tail -1 | "
+                     "grep -oE 'Step=[0-9]+|GlobalRate=[0-9.]+'",
+                     "grep -oE 'Processed [0-9]+ training sample.*' run.log")
 
 
 # The filler jobs have no client: the scheduler cancels them within its heartbeat limit.
@@ -84,9 +86,8 @@ def main() -> None:
     try:
         on_usernode(name, SETUP)
         run = on_usernode(name, RUN)
-        examples = [(directory, on_usernode(name, EXAMPLE.format(
-            directory=directory, source=source, name=source.rsplit("/", 1)[-1])))
-            for directory, source in EXAMPLES]
+        examples = [(model.directory, on_usernode(name, example(model)))
+                    for model in cs_guide.CS3_EXAMPLES]
         jobs = on_usernode(name, FILL, "python3").strip()
         on_usernode(name, SETTLE)
         csctl = sorted(float(x) for x in on_usernode(name, CSCTL).split())

@@ -19,12 +19,14 @@ import subprocess
 import time
 import uuid
 
+from aitestbed.groq import guide as groq_guide
 from aitestbed.host.driver import Driver
 from aitestbed.host.naming import container_name
+from aitestbed.node import guide
 from benchlib import cli, step
 
 LOGIN, NODE, SERVER = "groq-login-01", "groq-r01-gn-01", "groq-r01-control"
-QSUB_TO_RUNNING = """set -e
+QSUB_TO_RUNNING = f"""set -e
 mkdir -p ~/bench && cd ~/bench && rm -f started.* latency.*
 cat > mark.sh <<'EOF'
 #!/bin/bash
@@ -32,23 +34,24 @@ date +%s.%N > ~/bench/started.$PBS_JOBID
 EOF
 for i in $(seq 10); do
     t0=$(date +%s.%N)
-    job=$(qsub -l select=1,place=excl mark.sh)
+    job=$({groq_guide.QSUB} mark.sh)
     while [ ! -s ~/bench/started.$job ]; do sleep 0.05; done
     python3 -c "print($(cat ~/bench/started.$job) - $t0)"
 done
 """
-GROQFLOW = """set -e
+# The docs' GroqFlow clone, and their hello-world example run twice in a job (the build,
+# then from the cache).
+GROQFLOW = f"""set -e
 cd ~ && rm -rf groqflow .cache/groqflow/hello_world bench/gf.*
-git clone -q https://github.com/groq/groqflow.git
+{guide.script(groq_guide.GROQFLOW_SETUP, quiet=True)}
 cat > ~/bench/gf.sh <<'EOF'
 #!/bin/bash
-conda activate groqflow
-cd ~/groqflow/examples/pytorch
-t0=$(date +%s.%N); python hello_world.py > /dev/null; t1=$(date +%s.%N)
-python hello_world.py > /dev/null; t2=$(date +%s.%N)
+{guide.script(groq_guide.GROQFLOW_ENTER)}
+t0=$(date +%s.%N); {groq_guide.HELLO_WORLD} > /dev/null; t1=$(date +%s.%N)
+{groq_guide.HELLO_WORLD} > /dev/null; t2=$(date +%s.%N)
 echo "BUILD_AND_RUN $(python3 -c "print($t1 - $t0)") CACHED_RUN $(python3 -c "print($t2 - $t1)")"
 EOF
-cd ~/bench && job=$(qsub -l select=1,place=excl -o gf.out -e gf.err gf.sh)
+cd ~/bench && job=$({groq_guide.QSUB} -o gf.out -e gf.err gf.sh)
 while ! qstat -x $job | grep -q ' F '; do sleep 0.5; done
 sleep 1; cat gf.out
 """

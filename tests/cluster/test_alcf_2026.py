@@ -14,50 +14,25 @@ import uuid
 
 import pytest
 from aitestbed.cerebras import csctl
+from aitestbed.cerebras import guide as cs_guide
+from aitestbed.node import guide
 
 from .conftest import Cluster
 
 PROFILE = "alcf-2026-mini"
 LOGIN = "cer-login-04"
 GC_LOGIN = "gc-login-03"
-USERNODE = "cer-usn-01"
-GPT3 = "~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/gpt3"
+USERNODE = cs_guide.CS3_USER_NODES[0]
+GPT3 = cs_guide.GPT3.path
 # customizing-environment.md, as a user types it (deactivate and rm -r complain, harmlessly,
 # on a first install).
-SETUP = """
-mkdir ~/R_2.10.0
-cd ~/R_2.10.0
-export HTTPS_PROXY=http://proxy.alcf.anl.gov:3128
-export https_proxy=http://proxy.alcf.anl.gov:3128
-git clone https://github.com/Cerebras/modelzoo.git
-cd modelzoo
-git tag
-git checkout Release_2.10.0
-cd ~/R_2.10.0
-deactivate
-rm -r venv_cerebras_pt
-/usr/bin/python3.11 -m venv venv_cerebras_pt
-source venv_cerebras_pt/bin/activate
-pip install --upgrade pip
-pip install -e modelzoo
-"""
+SETUP = "\n" + guide.script(cs_guide.CS3_SETUP) + "\n"
 # running-a-model-or-program.md
-RUN = f"""
-source ~/R_2.10.0/venv_cerebras_pt/bin/activate
-cd {GPT3}
-cp /software/cerebras/dataset/OWT/Pytorch/111m_modified.yaml configs/Cerebras_GPT/111m_modified.yaml
-export MODEL_DIR=model_dir_gpt3_111m
-if [ -d "$MODEL_DIR" ]; then rm -Rf $MODEL_DIR; fi
-cszoo fit configs/Cerebras_GPT/111m_modified.yaml --job_labels name=gpt3_111m --model_dir $MODEL_DIR |& tee mytest.log
-grep -B1 "Job id:" mytest.log
-"""  # noqa: E501 - the docs' lines, verbatim
-RESTART = f"""
-source ~/R_2.10.0/venv_cerebras_pt/bin/activate
-cd {GPT3}
-sed -i 's/max_steps: 400/max_steps: 800/' configs/Cerebras_GPT/111m_modified.yaml
-export MODEL_DIR=model_dir_gpt3_111m
-cszoo fit --checkpoint_path=model_dir_gpt3_111m/checkpoint_400.mdl configs/Cerebras_GPT/111m_modified.yaml --job_labels name=gpt3_111m --model_dir $MODEL_DIR |& tee mytest.log
-"""  # noqa: E501 - the docs' lines, verbatim
+RUN = "\n" + guide.script(cs_guide.CS3_ENTER, cs_guide.cs3_run(cs_guide.GPT3),
+                          cs_guide.CS3_JOB_IDS) + "\n"
+# running-a-model-or-program.md, restart from a checkpoint (max_steps raised to 800 first)
+RESTART = "\n" + guide.script(cs_guide.CS3_ENTER, f"cd {GPT3}", cs_guide.CS3_MORE_STEPS,
+                              cs_guide.CS3_RESTART) + "\n"
 JOB_ID = re.compile(r"INFO:   Job id: (wsjob-[a-z0-9]+), workflow id: (wflow-[a-z0-9]+), "
                     r"namespace: job-operator, remote log path: "
                     r"/n1/wsjob/workdir/job-operator/wsjob-[a-z0-9]+$", re.M)
@@ -89,7 +64,7 @@ def on_usernode(testbed, script: str, timeout: float = 600) -> tuple[int, str]:
 
 def test_the_login_path_of_the_docs(testbed):
     """`ssh ALCFUserID@cerebras.alcf.anl.gov`, then `ssh cer-usn-01`; the prompt's name."""
-    result = testbed.ssh("cerebras.alcf.anl.gov", "hostname")
+    result = testbed.ssh(cs_guide.CS3_HOST, "hostname")
     assert result.returncode == 0 and result.stdout.strip() == LOGIN, result.stderr
     rc, out = on_usernode(testbed, "hostname; stat -c %a ~")
     assert rc == 0 and out.split()[:2] == ["cer-anl-net001-us-sr01", "700"], out
@@ -168,10 +143,9 @@ def test_restart_from_the_checkpoint_finds_the_cached_compile(testbed, gpt3):
 
 
 def test_more_systems_than_the_cluster_has_is_the_schedulers_error(testbed, gpt3):
-    rc, out = on_usernode(testbed, f"source ~/R_2.10.0/venv_cerebras_pt/bin/activate && "
-                                   f"cd {GPT3} && cszoo fit "
-                                   "configs/Cerebras_GPT/111m_modified.yaml "
-                                   "--model_dir three --num_csx=3", timeout=600)
+    rc, out = on_usernode(testbed, guide.one_line(
+        cs_guide.CS3_ENTER, f"cd {GPT3}",
+        f"cszoo fit {cs_guide.GPT3.yaml} --model_dir three --num_csx=3"), timeout=600)
     assert rc != 0 and "job requests 3 system(s) but the cluster has 2" in out, out
     assert "Traceback" not in out
 
@@ -179,10 +153,10 @@ def test_more_systems_than_the_cluster_has_is_the_schedulers_error(testbed, gpt3
 def test_a_tag_without_setup_py_fails_as_the_docs_troubleshooting_says(testbed, gpt3):
     """"if modelzoo/setup.py does not exist after tag checkout, please re-clone": an older
     release's tree has none, and pip says so."""
-    rc, out = on_usernode(testbed, "source ~/R_2.10.0/venv_cerebras_pt/bin/activate && "
-                                   "rm -rf ~/mz-old && git clone -q "
-                                   "https://github.com/Cerebras/modelzoo.git ~/mz-old && "
-                                   "git -C ~/mz-old checkout -q Release_2.1.1 && "
+    rc, out = on_usernode(testbed, f"{cs_guide.CS3_ACTIVATE} && "
+                                   "rm -rf ~/mz-old && "
+                                   f"{guide.quietly(cs_guide.CS_CLONE)} ~/mz-old && "
+                                   f"git -C ~/mz-old checkout -q {cs_guide.CS_TAG} && "
                                    "ls ~/mz-old/setup.py; pip install -e ~/mz-old; "
                                    "echo rc=$?; rm -rf ~/mz-old")
     assert "No such file or directory" in out, out
@@ -191,19 +165,8 @@ def test_a_tag_without_setup_py_fails_as_the_docs_troubleshooting_says(testbed, 
 
 # example-programs.md: two of its blocks verbatim (ESM-2 reads /software/datasets, DiT
 # the dataset tree of Release 2.10); every example runs in the unit tests.
-EXAMPLES = """
-source ~/R_2.10.0/venv_cerebras_pt/bin/activate
-cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/esm2
-cp /software/cerebras/dataset/ESM-2/params_esm2_t12_35M_UR50D_modified.yaml configs/params_esm2_t12_35M_UR50D_modified.yaml
-export MODEL_DIR=model_dir_esm2
-if [ -d "$MODEL_DIR" ]; then rm -Rf $MODEL_DIR; fi
-cszoo fit configs/params_esm2_t12_35M_UR50D_modified.yaml --job_labels name=esm2_t12_35m --model_dir $MODEL_DIR |& tee mytest.log
-cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/vision/dit
-cp /software/cerebras/dataset/params_dit_2B_patchsize_2x2_modified.yaml configs/params_dit_2B_patchsize_2x2_modified.yaml
-export MODEL_DIR=model_dir_dit
-if [ -d "$MODEL_DIR" ]; then rm -Rf $MODEL_DIR; fi
-cszoo fit configs/params_dit_2B_patchsize_2x2_modified.yaml --job_labels name=DiT --model_dir $MODEL_DIR |& tee mytest.log
-"""  # noqa: E501 - the docs' lines, verbatim
+EXAMPLES = "\n" + guide.script(cs_guide.CS3_ENTER, cs_guide.cs3_run(cs_guide.ESM2),
+                               cs_guide.cs3_run(cs_guide.DIT)) + "\n"
 
 
 def test_the_docs_example_programs_esm2_and_dit(testbed, gpt3):
@@ -218,6 +181,6 @@ def test_the_docs_example_programs_esm2_and_dit(testbed, gpt3):
     assert len(rates) == 4, out  # steps 100 and 200 of each
     assert all(940 < r < 1020 for r in rates[:2]), out  # ESM-2: the docs' ~980 samples/s
     assert all(830 < r < 910 for r in rates[2:]), out  # DiT: the docs' ~870 samples/s
-    rc, mine = on_usernode(testbed, "ls ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/"
-                                    "esm2/model_dir_esm2; readlink /software/datasets")
+    rc, mine = on_usernode(testbed, f"ls {cs_guide.ESM2.path}/{cs_guide.ESM2.model_dir}; "
+                                    "readlink /software/datasets")
     assert rc == 0 and "checkpoint_400.mdl" in mine, mine

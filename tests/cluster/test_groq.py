@@ -15,6 +15,8 @@ import time
 import uuid
 
 import pytest
+from aitestbed.groq import guide as groq_guide
+from aitestbed.node import guide
 
 from .conftest import Cluster
 
@@ -67,7 +69,7 @@ def submit(testbed, script: str, args: str, name: str = "run.sh", node: str = NO
 def test_the_login_path_and_the_rack(testbed):
     """`ssh ALCFUserID@groq.ai.alcf.anl.gov` lands on a login node; from there any GroqNode;
     qstat works on a login node, qsub does not (running-a-model-or-program.md)."""
-    result = testbed.ssh("groq.ai.alcf.anl.gov", "hostname")
+    result = testbed.ssh(groq_guide.GROQ_HOST, "hostname")
     assert result.returncode == 0 and result.stdout.strip() == LOGIN, result.stderr
     rc, out = testbed.run(LOGIN, "qstat -B; echo sleep 1 | qsub; echo rc=$?")
     assert re.search(r"^groq-r01-control +0 +\d+ .* Active", out, re.M), out
@@ -85,7 +87,7 @@ def test_a_batch_job_the_docs_way_holds_the_nodes_eight_cards(testbed):
     assert out.split() == ["0", "8"], out  # outside a job: no card
     job = submit(testbed, "#!/bin/bash\nhostname\nlspci -n | grep -c 1de0:0000\n"
                           "tsp-ctl status | grep -ac 'Device Unlocked'\necho oops >&2",
-                 "-l select=1,place=excl")
+                 groq_guide.EXCL)
     out = wait_for(testbed, f"qstat -x {job}", rf"^{job}\.groq-r01-contr\* +run\.sh +learner "
                                                 r"+\S+ F workq")
     assert re.search(rf"^{job}\.groq-r01-contr\* +run\.sh +learner", out, re.M), out
@@ -99,7 +101,7 @@ def test_a_batch_job_the_docs_way_holds_the_nodes_eight_cards(testbed):
 def test_place_excl_keeps_jobs_apart_and_the_third_waits(testbed):
     """Two exclusive jobs run on different nodes; a third queues (Q) until one ends;
     qhold holds it (H), qrls releases it, qdel removes it."""
-    jobs = [submit(testbed, "#!/bin/bash\nsleep 25", "-l select=1,place=excl", f"excl{i}.sh")
+    jobs = [submit(testbed, "#!/bin/bash\nsleep 25", groq_guide.EXCL, f"excl{i}.sh")
             for i in range(3)]
     out = wait_for(testbed, "qstat -f -F json | python3 -c 'import json,sys; "
                             "d=json.load(sys.stdin)[\"Jobs\"]; print(\"\\n\".join("
@@ -124,7 +126,7 @@ def test_a_forged_pbs_jobid_gets_no_card(testbed):
     """The attack: outside any job (a plain ssh session on the node where the user's job
     runs) set PBS_JOBID to that job and ask for its cards. tspd knows a process's job by
     its session, which PBS made for the job: the forged variable gives nothing."""
-    job = submit(testbed, "#!/bin/bash\nsleep 60", "-l select=1,place=excl", "hold.sh")
+    job = submit(testbed, "#!/bin/bash\nsleep 60", groq_guide.EXCL, "hold.sh")
     wait_for(testbed, f"qstat {job}", rf"^{job}\.\S+ +hold\.sh +learner +\S+ R ")
     rc, out = on_node(testbed, f"qstat -f {job} | grep exec_host")
     node = re.search(r"exec_host = (groq-r01-gn-0\d)", out).group(1)
@@ -146,32 +148,29 @@ def test_bad_requests_get_pbs_own_messages(testbed):
 
 
 # running-a-model-or-program.md's job script, in its short form (the conda block of the
-# docs falls through to `conda activate groqflow` when ~/miniconda3 does not exist).
-GROQFLOW_JOB = """#!/bin/bash
-conda activate groqflow
-cd ~/groqflow/examples/pytorch
-python hello_world.py
-python estimate_performance.py
-grep num_chips_used ~/.cache/groqflow/hello_world/hello_world_state.yaml
-cd ~/groqflow/proof_points/natural_language_processing/bert
-pip install -r requirements.txt
-BERT_TINY_NUM_TEST=50 python bert_tiny.py
-"""
+# docs falls through to `conda activate groqflow` when ~/miniconda3 does not exist): the
+# hello-world example, estimate_performance, the chips it used, and BERT-tiny (50 samples).
+GROQFLOW_JOB = "#!/bin/bash\n" + guide.script(
+    groq_guide.GROQFLOW_HELLO, groq_guide.ESTIMATE_PERFORMANCE,
+    groq_guide.chips_used("hello_world"),
+    groq_guide.proof_point("natural_language_processing/bert", "bert_tiny.py",
+                           environment="BERT_TINY_NUM_TEST=50")) + "\n"
 
 
 def test_groqflow_the_docs_way_in_a_pbs_job(testbed):
     """git clone groqflow, then a job that activates the environment and runs the
     hello-world example, estimate_performance and the BERT-tiny proof point on the
     node's GroqChips; outside a job the same run finds no chip."""
-    rc, out = on_node(testbed, "cd ~ && git clone -q https://github.com/groq/groqflow.git "
-                               "&& ls ~/groqflow && conda info --envs")
+    rc, out = on_node(testbed, guide.one_line("cd ~", groq_guide.GROQFLOW_SETUP,
+                                              f"ls {groq_guide.GROQFLOW}", "conda info --envs",
+                                              quiet=True))
     assert rc == 0 and "proof_points" in out and "groqflow" in out.split("# conda")[1], out
-    rc, out = on_node(testbed, "conda activate groqflow && cd ~/groqflow/examples/pytorch "
-                               "&& python hello_world.py; echo rc=$?", node=NODES[1])
+    rc, out = on_node(testbed, f"{guide.one_line(groq_guide.GROQFLOW_HELLO)}; echo rc=$?",
+                      node=NODES[1])
     assert 'Building "hello_world"' in out and "✓ Assembling model" in out, out
     assert "Trying to execute a model compiled for 1 GroqChip processors but this machine " \
            "only has 0 GroqChip processors available." in out and "rc=1" in out, out
-    job = submit(testbed, GROQFLOW_JOB, "-l select=1,place=excl", "run_groqflow.sh")
+    job = submit(testbed, GROQFLOW_JOB, groq_guide.EXCL, "run_groqflow.sh")
     wait_for(testbed, f"qstat -x {job}", rf"^{job}\.\S+ +run_groqflow\.sh +learner +\S+ F ",
              timeout=300)
     rc, out = on_node(testbed, f"cat ~/pbs/run_groqflow.sh.o{job}")
@@ -193,7 +192,8 @@ def test_an_unsupported_op_gets_groqflows_error(testbed):
               "class Det(torch.nn.Module):\n    def forward(self, x):\n"
               "        return torch.linalg.det(x)\n\n"
               "groqit(Det(), {'x': torch.rand(3, 3)}, build_name='det')\n")
-    rc, out = on_node(testbed, f"conda activate groqflow; cd ~; cat > det.py <<'EOF'\n{script}"
+    rc, out = on_node(testbed, f"{groq_guide.GROQFLOW_ACTIVATE}; cd ~; "
+                               f"cat > det.py <<'EOF'\n{script}"
                                "EOF\npython det.py; echo rc=$?")
     assert "× Checking for Op support" in out, out
     assert "You model contains ONNX operation(s) that are not supported by Groq Compiler" in out
@@ -206,7 +206,7 @@ def test_an_interactive_job_the_docs_way(testbed):
     # qsub -I wants a terminal, as a user's ssh session has (script(1) gives it one).
     rc, out = on_node(testbed, "printf 'hostname\\nlspci -n | grep -c 1de0:0000\\n"
                                "echo PBS_JOBID=$PBS_JOBID\\nexit\\n' | script -qec "
-                               "'qsub -IV -l walltime=00:05:00 -l select=1,place=excl' /dev/null",
+                               f"'{groq_guide.qsub_interactive('00:05:00')}' /dev/null",
                       timeout=120)
     out = out.replace("\r", "")
     assert re.search(r"qsub: waiting for job \d+\.groq-r01-control to start", out), out
