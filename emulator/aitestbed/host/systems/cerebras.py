@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aitestbed.cerebras import guide
 from aitestbed.cerebras.cluster_record import ApplianceCluster
 from aitestbed.cerebras.cs3 import inventory_settings
 from aitestbed.cerebras.wsjob import release_tuple
@@ -139,4 +140,5 @@ SYSTEM = System(
     run_targets=(RunTarget("cerebras", "cerebras", "wsjob",
                            "Cerebras (bash on its login node: `python run.py CSX`)", _logins),),
     publish=publish,
+    guide=guide,
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from aitestbed.graphcore import guide
 from aitestbed.host.sdk_artifacts import (
     copy_fashion_mnist_source,
     copy_mnist_source,
@@ -75,4 +76,5 @@ SYSTEM = System(
                         inputs=(str(TENSORFLOW_REQUIREMENTS),)),),
     run_targets=(RunTarget("graphcore", "graphcore", "slurm",
                            "Graphcore (sbatch on its login node)", _logins),),
+    guide=guide,
 )

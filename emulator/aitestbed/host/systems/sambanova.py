@@ -21,6 +21,7 @@ from aitestbed.host.sdk_artifacts import (
 from aitestbed.host.systems.model import Artifact, RunTarget, System
 from aitestbed.host.wheels import build_wheel
 from aitestbed.sambanova import docs as sambanova_docs
+from aitestbed.sambanova import guide
 
 
 def build_sambanova(root: Path | None = None) -> Path:
@@ -76,4 +77,5 @@ SYSTEM = System(
         RunTarget("sn10", "sambanova", "slurm", "SambaNova SN10 (sbatch on an SN10 node)",
                   _sn10_nodes),
     ),
+    guide=guide,
 )
