@@ -1,25 +1,44 @@
-"""What every node daemon shares: a JSON-over-HTTP request handler and an atomic save.
+"""What every node daemon shares: the JSON wire, the saved state, the daemon skeleton.
 
 A daemon is state / wire / client (moto's models / responses split): its room holds
-the model, a handler derived from `JsonHandler` routes requests to it, and the
-server writes the model with `save_json` on every change, so a restart of the
-daemon (or of its node) finds the state a crash cannot have half-written.
+the model, the routes and the messages; this module holds the rest.
+- The wire: `JsonHandler` reads and answers JSON over HTTP (TCP or a Unix socket);
+  `UnixJsonServer` / `UnixJsonHandler` add the Unix socket and the caller's
+  credentials (`Peer`), and `call_unix_json` is the other end.
+- The state: `save_json` writes the model atomically on every change, so a restart
+  of the daemon (or of its node) finds the state a crash cannot have half-written;
+  `StateError` and its three kinds (`PlacementError` 409, `ForbiddenError` 403,
+  `NotFoundError` 404) are what a model refuses, each with the HTTP status its
+  client sees; `ProcessSessions` keeps a model's per-process sessions and ends
+  those whose process is gone.
+- The skeleton: `UnixJsonDaemon` owns the state file, journal and lock, and its
+  `DaemonHandler` runs every request the same way (decode, lock, reap what died,
+  route to the room's handler, save after a change, a state error to its status);
+  `UnixJsonClient` is the client side (answers other than 200 and a daemon that is
+  not running as the room's own error classes, derived from `DaemonError`).
 Standard library only: this runs on every node, inside the daemons' own Python.
 """
 
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
 import pwd
 import socket
 import socketserver
 import struct
+import threading
 import time
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
+
+from aitestbed.node.processes import process_alive
+
+T = TypeVar("T")
 
 
 def save_json(path: Path, data: Any, *, sort_keys: bool = False) -> None:
@@ -31,6 +50,41 @@ def save_json(path: Path, data: Any, *, sort_keys: bool = False) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
     tmp.replace(path)
+
+
+def load_json(path: Path) -> Any | None:
+    """What `save_json` wrote to `path`, None when there is no such file (a first start)."""
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+# --- what a daemon's model refuses, and the status its client sees ------------------------
+class StateError(RuntimeError):
+    """A request the model refuses; `status` is the HTTP status its client is answered."""
+
+    status: int = 409
+
+    def __init__(self, message: str = "", status: int | None = None):
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
+
+class PlacementError(StateError):
+    """A session or a reservation that this node cannot satisfy (HTTP 409)."""
+
+    status = 409
+
+
+class ForbiddenError(StateError):
+    """A request about someone else's job or session (HTTP 403)."""
+
+    status = 403
+
+
+class NotFoundError(StateError):
+    """No such job or session (HTTP 404)."""
+
+    status = 404
 
 
 class JsonHandler(BaseHTTPRequestHandler):
@@ -52,6 +106,13 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def reply_error(self, err: StateError) -> None:
+        """Answer a refusal of the model with its status and `error_text`."""
+        self.reply(err.status, {"error": self.error_text(err)})
+
+    def error_text(self, err: StateError) -> str:
+        return str(err)
 
     def read_json(self) -> Any:
         """The request's JSON body; {} when it has none."""
@@ -85,13 +146,25 @@ class UnixJsonServer(socketserver.ThreadingUnixStreamServer):
         self.socket_path.unlink(missing_ok=True)
 
 
+class Peer(NamedTuple):
+    """Who calls a Unix socket, as the kernel says (never as the request says)."""
+
+    pid: int
+    uid: int
+    user: str
+
+    @property
+    def root(self) -> bool:
+        return self.uid == 0
+
+
 class UnixJsonHandler(JsonHandler):
     """JsonHandler on a UnixJsonServer: the caller's credentials and the path's parts."""
 
     def address_string(self) -> str:
         return "unix"
 
-    def peer(self) -> tuple[int, int, str]:
+    def peer(self) -> Peer:
         """The caller's (pid, uid, user name) from the kernel (SO_PEERCRED)."""
         pid, uid, _ = struct.unpack("3i", self.request.getsockopt(
             socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
@@ -99,7 +172,7 @@ class UnixJsonHandler(JsonHandler):
             user = pwd.getpwuid(uid).pw_name
         except KeyError:
             user = str(uid)
-        return pid, uid, user
+        return Peer(pid, uid, user)
 
     def path_parts(self) -> list[str]:
         return [p for p in self.path.split("?")[0].split("/") if p]
@@ -129,3 +202,218 @@ def call_unix_json(socket_path: str, method: str, path: str, body: dict | None =
         return response.status, json.loads(response.read() or b"{}")
     finally:
         conn.close()
+
+
+# --- a model's sessions: one per process, ended with it -----------------------------------
+class ProcessSession(Protocol):
+    id: str
+    pid: int
+    start_ticks: int  # the process's start time: a reused PID is another process
+
+
+S = TypeVar("S", bound=ProcessSession)
+
+
+class ProcessSessions(Generic[S]):
+    """The sessions part of a daemon's model (a dataclass with `sessions: dict[str, S]` and
+    `_ids: itertools.count`): ids "PID-N", lookup by owner, and the end of the sessions
+    whose process is gone."""
+
+    sessions: dict[str, S]
+    _ids: itertools.count
+
+    def new_session_id(self, pid: int) -> str:
+        return f"{pid}-{next(self._ids)}"
+
+    def session(self, session_id: str, pid: int | None = None) -> S:
+        """The session; NotFoundError when there is none, ForbiddenError when `pid` (None:
+        root, who may touch any) is not its process."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise NotFoundError(session_id)
+        if pid is not None and pid != session.pid:
+            raise ForbiddenError(f"session {session_id} belongs to PID {session.pid}")
+        return session
+
+    def close_session(self, session_id: str, pid: int | None = None) -> None:
+        self.session(session_id, pid)
+        del self.sessions[session_id]
+
+    def reap(self, alive: Callable[[int, int], bool]) -> list[str]:
+        """End the sessions whose process is gone (a crash, a kill, the scheduler's
+        cancel); returns their ids."""
+        dead = [s.id for s in self.sessions.values() if not alive(s.pid, s.start_ticks)]
+        for sid in dead:
+            del self.sessions[sid]
+        return dead
+
+    def restore_sessions(self, sessions: Iterable[S]) -> None:
+        """Sessions read back from the saved state; new ids continue after theirs."""
+        for session in sessions:
+            self.sessions[session.id] = session
+        self._ids = itertools.count(1 + max((int(s.split("-")[1]) for s in self.sessions),
+                                            default=-1))
+
+
+# --- the daemon skeleton --------------------------------------------------------------------
+class DaemonModel(Protocol):
+    def reap(self, alive: Callable[[int, int], bool]) -> list[str]: ...
+
+    def to_dict(self) -> dict: ...
+
+
+M = TypeVar("M", bound=DaemonModel)
+
+STATE_FILE = "state.json"
+JOURNAL_FILE = "journal.jsonl"
+
+
+class UnixJsonDaemon(UnixJsonServer, Generic[M]):
+    """A node daemon on a Unix socket (mode 0666: every user's runtime asks): its model,
+    kept in <state_dir>/state.json (sorted keys) and saved after every change, its journal
+    (<state_dir>/journal.jsonl, root only) and the lock every request holds.
+
+    `model_from(saved)` makes the model from the saved state (None on a first start);
+    it runs before the socket is bound, so a state the model refuses binds nothing."""
+
+    def __init__(self, socket_path: str | Path, state_dir: str | Path,
+                 handler: type[DaemonHandler], model_from: Callable[[Any | None], M]):
+        self.state_file = Path(state_dir) / STATE_FILE
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        self.journal_file = Path(state_dir) / JOURNAL_FILE
+        self.lock = threading.Lock()
+        self.model: M = model_from(load_json(self.state_file))
+        super().__init__(socket_path, handler)
+
+    def save(self) -> None:
+        save_json(self.state_file, self.model.to_dict(), sort_keys=True)
+
+    def journal(self, event: str, **fields) -> None:
+        append_journal(self.journal_file, event, **fields)
+
+    def serve(self) -> None:
+        """Answer until stopped, then remove the socket."""
+        try:
+            self.serve_forever()
+        finally:
+            self.server_close()
+
+
+Route = tuple[int, Any, bool]  # (HTTP status, reply, whether the model changed)
+
+
+class DaemonHandler(UnixJsonHandler):
+    """Every request the same way: decode the body (a JSON object), lock, reap the sessions
+    whose process died, `route` (the room's), save if the model changed, answer; a bad
+    request is 400, a StateError its own status. The room's handler only routes."""
+
+    server: UnixJsonDaemon
+    not_found: ClassVar[str] = "no such session or job"  # what a 404's message begins with
+
+    def route(self, method: str, path: list[str], body: dict, peer: Peer) -> Route:
+        raise NotImplementedError
+
+    def no_route(self, method: str) -> Route:
+        return 404, {"error": f"no such resource: {method} {self.path}"}, False
+
+    @staticmethod
+    def require_root(peer: Peer, refusal: str) -> None:
+        if not peer.root:
+            raise ForbiddenError(refusal)
+
+    def error_text(self, err: StateError) -> str:
+        return f"{self.not_found}: {err}" if isinstance(err, NotFoundError) else str(err)
+
+    def handle_request(self, method: str) -> None:
+        try:
+            body = self.read_json() if method in ("POST", "PUT") else {}
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            peer = self.peer()
+            with self.server.lock:
+                self.server.model.reap(process_alive)
+                status, reply, changed = self.route(method, self.path_parts(), body, peer)
+                if changed:
+                    self.server.save()
+            self.reply(status, reply)
+        except (ValueError, KeyError, TypeError) as err:
+            self.reply(400, {"error": f"bad request: {err}"})
+        except StateError as err:
+            self.reply_error(err)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's names
+        self.handle_request("GET")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self.handle_request("PUT")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.handle_request("POST")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self.handle_request("DELETE")
+
+
+# --- the client side ------------------------------------------------------------------------
+class DaemonError(RuntimeError):
+    """A daemon's answer other than 200: its message and HTTP status (0: no answer)."""
+
+    def __init__(self, message: str, status: int = 0):
+        super().__init__(message)
+        self.status = status
+
+
+class UnixJsonClient:
+    """A daemon's client: the socket from the argument, `socket_env` or `default_socket`;
+    each call one request. A daemon that does not listen raises `unavailable` ("<service>
+    is not running on this host"), an answer other than 200 `error` with the daemon's
+    message and status. The room names these, and the routes."""
+
+    socket_env: ClassVar[str]
+    default_socket: ClassVar[str]
+    service: ClassVar[str]  # "the SN Devices Service (snd)"
+    name: ClassVar[str]  # "snd", in "snd answered 500"
+    error: ClassVar[type[DaemonError]]
+    unavailable: ClassVar[type[DaemonError]]
+
+    def __init__(self, socket_path: str | None = None, timeout: float = 10.0):
+        self.socket_path = socket_path or os.environ.get(self.socket_env) or self.default_socket
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> Any:
+        try:
+            status, data = call_unix_json(self.socket_path, method, path, body, self.timeout)
+        except (FileNotFoundError, ConnectionRefusedError) as err:
+            raise self.unavailable(f"{self.service} is not running on this host "
+                                   f"({self.socket_path}: {err.strerror})") from None
+        if status != 200:
+            message = data.get("error") if isinstance(data, dict) else None
+            raise self.error(message or f"{self.name} answered {status}", status)
+        return data
+
+    @classmethod
+    def when_up(cls, call: Callable[[Any], T], wait_s: float) -> T:
+        """`call(client)`, tried again while the daemon is not running (it may be
+        (re)starting with its node) for `wait_s` seconds at most."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return call(cls())
+            except cls.unavailable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    @classmethod
+    def reserve_for_job(cls, reserve: Callable[[Any], T], release_stale: Callable[[Any], Any],
+                        wait_s: float) -> T:
+        """A job's prologue: `reserve(client)`; when the daemon answers 409 (too few
+        free), `release_stale(client)` (the jobs the scheduler no longer has: an epilogue
+        that never ran) and once more."""
+        try:
+            return cls.when_up(reserve, wait_s)
+        except cls.error as err:
+            if err.status != 409:
+                raise
+        cls.when_up(release_stale, wait_s)
+        return cls.when_up(reserve, wait_s)

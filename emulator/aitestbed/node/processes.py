@@ -19,3 +19,12 @@ def process_start_ticks(pid: int) -> int | None:
 
 def process_alive(pid: int, start_ticks: int) -> bool:
     return process_start_ticks(pid) == start_ticks
+
+
+def process_command(pid: int) -> str:
+    """A process's command line as one string ("?" when the process is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")

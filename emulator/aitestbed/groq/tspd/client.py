@@ -1,40 +1,32 @@
-"""Talk to the node's tspd daemon (HTTP/JSON over its Unix socket)."""
+"""Talk to the node's tspd daemon (HTTP/JSON over its Unix socket).
+
+The request/answer and its errors are every node daemon's client
+(aitestbed.node.daemon.UnixJsonClient); this module names tspd's socket and routes.
+"""
 
 from __future__ import annotations
 
-import os
-
-from aitestbed.node.daemon import call_unix_json
+from aitestbed.node.daemon import DaemonError, UnixJsonClient
 
 SOCKET_ENV = "AITESTBED_TSPD_SOCKET"
 DEFAULT_SOCKET = "/run/tspd/tspd.sock"
 
 
-class TspdError(RuntimeError):
-    def __init__(self, message: str, status: int = 0):
-        super().__init__(message)
-        self.status = status
+class TspdError(DaemonError):
+    """tspd refused a request (`status`: its HTTP status, 0 when it did not answer)."""
 
 
 class TspdUnavailable(TspdError):
     """No tspd answers: this is not a GroqNode, or the daemon is down."""
 
 
-class TspdClient:
-    def __init__(self, socket_path: str | None = None, timeout: float = 10.0):
-        self.socket_path = socket_path or os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET
-        self.timeout = timeout
-
-    def _call(self, method: str, path: str, body: dict | None = None):
-        try:
-            status, data = call_unix_json(self.socket_path, method, path, body, self.timeout)
-        except (FileNotFoundError, ConnectionRefusedError) as err:
-            raise TspdUnavailable(f"the GroqCard service (tspd) is not running on this host "
-                                  f"({self.socket_path}: {err.strerror})") from None
-        if status != 200:
-            message = data.get("error") if isinstance(data, dict) else None
-            raise TspdError(message or f"tspd answered {status}", status)
-        return data
+class TspdClient(UnixJsonClient):
+    socket_env = SOCKET_ENV
+    default_socket = DEFAULT_SOCKET
+    service = "the GroqCard service (tspd)"
+    name = "tspd"
+    error = TspdError
+    unavailable = TspdUnavailable
 
     def node(self) -> dict:
         return self._call("GET", "/node")

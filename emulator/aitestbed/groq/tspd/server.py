@@ -24,13 +24,16 @@ The journal (<state>/journal.jsonl, root only) keeps one JSON line per card
 reservation and per session opened: which job held which cards and what ran on
 them, after the job is gone.
 
+The daemon's skeleton (socket, state file, journal, lock, reap, save, errors to
+statuses) is every node daemon's: aitestbed.node.daemon. This module holds the
+routes and how a process's PBS job is found.
+
     python -m aitestbed.groq.tspd.server --node groq-r01-gn-01 --state-dir /var/lib/tspd
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import socket
 import subprocess
@@ -41,21 +44,13 @@ from pathlib import Path
 
 from aitestbed.groq.card import CARDS_PER_NODE
 from aitestbed.groq.tspd.client import DEFAULT_SOCKET
-from aitestbed.groq.tspd.state import ForbiddenError, GroqNode, NotFoundError, PlacementError
-from aitestbed.node.daemon import UnixJsonHandler, UnixJsonServer, append_journal, save_json
-from aitestbed.node.processes import process_alive, process_start_ticks
+from aitestbed.groq.tspd.state import GroqNode
+from aitestbed.node.daemon import DaemonHandler, Peer, Route, UnixJsonDaemon
+from aitestbed.node.processes import process_command, process_start_ticks
 
-STATE_FILE = "state.json"
-JOURNAL_FILE = "journal.jsonl"
 DEFAULT_STATE_DIR = "/var/lib/tspd"
-
-
-def process_command(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return "?"
-    return raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+PROLOGUE_ONLY = "only root (PBS's prologue and epilogue) assigns GroqCards to jobs"
+HEALTH_ROOT_ONLY = "only root (PBS's prologue and epilogue) sets a card's health"
 
 
 def pbs_job_of(pid: int) -> str | None:
@@ -146,58 +141,34 @@ def started_by_mom(session: int) -> bool:
         return False
 
 
-class TspdServer(UnixJsonServer):
+class TspdServer(UnixJsonDaemon[GroqNode]):
     def __init__(self, socket_path: str | Path, state_dir: str | Path, *, node: str,
                  cards: int = CARDS_PER_NODE,
                  job_of: Callable[[int], str | None] = pbs_job_of):
-        self.state_file = Path(state_dir) / STATE_FILE
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        self.journal_file = Path(state_dir) / JOURNAL_FILE
         self.job_of = job_of
-        self.lock = threading.Lock()
-        if self.state_file.is_file():
-            self.groq = GroqNode.from_dict(json.loads(self.state_file.read_text()))
-            self.groq.node = node
-        else:
-            self.groq = GroqNode(node=node, cards=cards)
-        super().__init__(socket_path, _Handler)  # mode 0666: every user's runtime asks
 
-    def save(self) -> None:
-        save_json(self.state_file, self.groq.to_dict(), sort_keys=True)
+        def model_from(saved: dict | None) -> GroqNode:
+            if saved is None:
+                return GroqNode(node=node, cards=cards)
+            groq = GroqNode.from_dict(saved)
+            groq.node = node
+            return groq
 
-    def journal(self, event: str, **fields) -> None:
-        append_journal(self.journal_file, event, **fields)
+        super().__init__(socket_path, state_dir, _Handler, model_from)
+
+    @property
+    def groq(self) -> GroqNode:
+        return self.model
 
 
-class _Handler(UnixJsonHandler):
+class _Handler(DaemonHandler):
     server: TspdServer
+    not_found = "no such session, job or card"
 
-    def _handle(self, method: str) -> None:
-        try:
-            body = self.read_json() if method in ("POST", "PUT") else {}
-            if not isinstance(body, dict):
-                raise ValueError("the body must be a JSON object")
-            pid, uid, user = self.peer()
-            with self.server.lock:
-                self.server.groq.reap(process_alive)
-                status, reply, changed = self._route(method, self.path_parts(), body, pid, uid,
-                                                     user)
-                if changed:
-                    self.server.save()
-            self.reply(status, reply)
-        except (ValueError, KeyError, TypeError) as err:
-            self.reply(400, {"error": f"bad request: {err}"})
-        except PlacementError as err:
-            self.reply(409, {"error": str(err)})
-        except ForbiddenError as err:
-            self.reply(403, {"error": str(err)})
-        except NotFoundError as err:
-            self.reply(404, {"error": f"no such session, job or card: {err}"})
-
-    def _route(self, method: str, path: list[str], body: dict, pid: int, uid: int,
-               user: str) -> tuple[int, dict | list, bool]:
+    def route(self, method: str, path: list[str], body: dict, peer: Peer) -> Route:
         groq = self.server.groq
-        root = uid == 0
+        pid, _, user = peer
+        root = peer.root
         match method, path:
             case "GET", ["node"]:
                 return 200, groq.describe(), False
@@ -211,14 +182,14 @@ class _Handler(UnixJsonHandler):
             case "GET", ["jobs"]:
                 return 200, groq.jobs, False
             case "PUT", ["jobs", job_id]:
-                self._require_root(uid)
+                self.require_root(peer, PROLOGUE_ONLY)
                 known = job_id in groq.jobs
                 job = groq.reserve(job_id, str(body["user"]), int(body["cards"]))
                 if not known:
                     self.server.journal("reserve", job=job_id, **job)
                 return 200, job, not known
             case "DELETE", ["jobs", job_id]:
-                self._require_root(uid)
+                self.require_root(peer, PROLOGUE_ONLY)
                 groq.release(job_id)
                 return 200, {}, True
             case "POST", ["sessions"]:
@@ -237,27 +208,10 @@ class _Handler(UnixJsonHandler):
                 cards = groq.clearable(user, self.server.job_of(pid), caller_is_root=root)
                 return 200, groq.clear(cards), True
             case "PUT", ["cards", card, "health"]:
-                self._require_root(uid, "sets a card's health")
+                self.require_root(peer, HEALTH_ROOT_ONLY)
                 groq.set_health(int(card), str(body["status"]))
                 return 200, {}, True
-        return 404, {"error": f"no such resource: {method} {self.path}"}, False
-
-    @staticmethod
-    def _require_root(uid: int, what: str = "assigns GroqCards to jobs") -> None:
-        if uid != 0:
-            raise ForbiddenError(f"only root (PBS's prologue and epilogue) {what}")
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's names
-        self._handle("GET")
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self._handle("PUT")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._handle("POST")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._handle("DELETE")
+        return self.no_route(method)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -270,12 +224,8 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"the Unix socket to answer on (default: {DEFAULT_SOCKET})")
     parser.add_argument("--cards", type=int, default=CARDS_PER_NODE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    server = TspdServer(args.socket, args.state_dir, node=args.node, cards=args.cards,
-                        job_of=PbsJobOf(args.node))
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
+    TspdServer(args.socket, args.state_dir, node=args.node, cards=args.cards,
+               job_of=PbsJobOf(args.node)).serve()
 
 
 if __name__ == "__main__":

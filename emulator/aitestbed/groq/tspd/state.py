@@ -9,30 +9,25 @@ cards PBS gave it. A session ends when its process does (tspd notices through
 
 "Locked" is what `tsp-ctl status` shows: a card some process holds open. A card
 that held a program keeps it in memory until `tsp-ctl clear` or the job's end.
+
+The error classes and the sessions' bookkeeping (lookup, close, reap) are every
+node daemon's (aitestbed.node.daemon).
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from aitestbed.groq.card import CARDS_PER_NODE, HEALTHY, describe
+from aitestbed.node.daemon import ForbiddenError, NotFoundError, PlacementError, ProcessSessions
+
+__all__ = ["EXCL_HINT", "ForbiddenError", "GroqNode", "NotFoundError", "PlacementError",
+           "Session"]
 
 EXCL_HINT = "-l select=1,place=excl gives a job all eight GroqChips of a node"
-
-
-class PlacementError(RuntimeError):
-    """A session or a reservation that this node cannot satisfy (HTTP 409)."""
-
-
-class ForbiddenError(RuntimeError):
-    """A request about someone else's job or session (HTTP 403)."""
-
-
-class NotFoundError(RuntimeError):
-    """No such job or session (HTTP 404)."""
 
 
 @dataclass
@@ -48,7 +43,7 @@ class Session:
 
 
 @dataclass
-class GroqNode:
+class GroqNode(ProcessSessions[Session]):
     node: str
     cards: int = CARDS_PER_NODE
     jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"user", "cards"}
@@ -145,32 +140,13 @@ class GroqNode:
                 f"the model needs {cards} GroqChips and job {key} has {len(free)} unlocked of "
                 f"its {held}; the others are locked by PID {', '.join(users)}")
         now = time.time() if now is None else now
-        session = Session(id=f"{pid}-{next(self._ids)}", pid=pid, start_ticks=start_ticks,
+        session = Session(id=self.new_session_id(pid), pid=pid, start_ticks=start_ticks,
                           user=user, command=command, job_id=key, cards=free[:cards],
                           opened=now)
         self.sessions[session.id] = session
         for card in session.cards:
             self.memory[card] = command
         return session
-
-    def session(self, session_id: str, pid: int | None = None) -> Session:
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise NotFoundError(session_id)
-        if pid is not None and pid != session.pid:
-            raise ForbiddenError(f"session {session_id} belongs to PID {session.pid}")
-        return session
-
-    def close_session(self, session_id: str, pid: int | None = None) -> None:
-        self.session(session_id, pid)
-        del self.sessions[session_id]
-
-    def reap(self, alive: Callable[[int, int], bool]) -> list[str]:
-        """End the sessions whose process is gone (a crash, a kill, qdel)."""
-        dead = [s.id for s in self.sessions.values() if not alive(s.pid, s.start_ticks)]
-        for sid in dead:
-            del self.sessions[sid]
-        return dead
 
     # --- tsp-ctl ------------------------------------------------------------------------
     def clearable(self, user: str, job_id: str | None, caller_is_root: bool = False) -> list[int]:
@@ -231,9 +207,5 @@ class GroqNode:
                    jobs=dict(data.get("jobs", {})),
                    memory={int(c): p for c, p in data.get("memory", {}).items()},
                    health={int(c): h for c, h in data.get("health", {}).items()})
-        for raw in data.get("sessions", []):
-            session = Session(**raw)
-            node.sessions[session.id] = session
-        node._ids = itertools.count(1 + max((int(s.split("-")[1]) for s in node.sessions),
-                                            default=-1))
+        node.restore_sessions(Session(**raw) for raw in data.get("sessions", []))
         return node

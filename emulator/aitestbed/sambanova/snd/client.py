@@ -1,39 +1,32 @@
-"""Talk to the node's snd daemon (HTTP/JSON over its Unix socket)."""
+"""Talk to the node's snd daemon (HTTP/JSON over its Unix socket).
+
+The request/answer and its errors are every node daemon's client
+(aitestbed.node.daemon.UnixJsonClient); this module names snd's socket and routes.
+"""
 
 from __future__ import annotations
 
-import os
-
-from aitestbed.node.daemon import call_unix_json
+from aitestbed.node.daemon import DaemonError, UnixJsonClient
 
 SOCKET_ENV = "AITESTBED_SND_SOCKET"
 DEFAULT_SOCKET = "/run/snd/snd.sock"
 
 
-class SndError(RuntimeError):
-    def __init__(self, message: str, status: int = 0):
-        super().__init__(message)
-        self.status = status
+class SndError(DaemonError):
+    """snd refused a request (`status`: its HTTP status, 0 when it did not answer)."""
 
 
 class SndUnavailable(SndError):
     """No snd answers: this is not an RDU node, or the daemon is down."""
 
 
-class SndClient:
-    def __init__(self, socket_path: str | None = None, timeout: float = 10.0):
-        self.socket_path = socket_path or os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET
-        self.timeout = timeout
-
-    def _call(self, method: str, path: str, body: dict | None = None):
-        try:
-            status, data = call_unix_json(self.socket_path, method, path, body, self.timeout)
-        except (FileNotFoundError, ConnectionRefusedError) as err:
-            raise SndUnavailable(f"the SN Devices Service (snd) is not running on this host "
-                                 f"({self.socket_path}: {err.strerror})") from None
-        if status != 200:
-            raise SndError(data.get("error", f"snd answered {status}"), status)
-        return data
+class SndClient(UnixJsonClient):
+    socket_env = SOCKET_ENV
+    default_socket = DEFAULT_SOCKET
+    service = "the SN Devices Service (snd)"
+    name = "snd"
+    error = SndError
+    unavailable = SndUnavailable
 
     def node(self) -> dict:
         return self._call("GET", "/node")

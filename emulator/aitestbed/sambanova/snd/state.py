@@ -10,32 +10,25 @@ used") job_submit.lua makes the job hold one RDU per task on a node, up to 8.
 A session ends when its process does; snd notices through `reap`.
 
 Times are per state (program load, execute, idle) since the session opened,
-which is what sntilestat's percentages are computed from.
+which is what sntilestat's percentages are computed from. The error classes and
+the sessions' bookkeeping (lookup, close, reap) are every node daemon's
+(aitestbed.node.daemon).
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from aitestbed.node.daemon import ForbiddenError, NotFoundError, PlacementError, ProcessSessions
 from aitestbed.sambanova.rdu import RDUS_PER_NODE, SYSTEMS, tile_names
+
+__all__ = ["STATES", "HEALTHY", "ForbiddenError", "NotFoundError", "PlacementError", "RduNode",
+           "Session"]
 
 STATES = ("pload", "exec", "idle")
 HEALTHY = "perfect"
-
-
-class PlacementError(RuntimeError):
-    """A session or a reservation that this node cannot satisfy (HTTP 409)."""
-
-
-class ForbiddenError(RuntimeError):
-    """A request about someone else's job or session (HTTP 403)."""
-
-
-class NotFoundError(RuntimeError):
-    """No such job or session (HTTP 404)."""
 
 
 @dataclass
@@ -67,7 +60,7 @@ class Session:
 
 
 @dataclass
-class RduNode:
+class RduNode(ProcessSessions[Session]):
     node: str
     tiles_per_rdu: int
     jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"user", "rdus"}
@@ -177,30 +170,11 @@ class RduNode:
                 f"the PEF needs {tiles} tiles and the RDUs of job {job_id} have no "
                 f"{tiles} free tiles together; in use by PID {', '.join(users) or '-'}{hint}")
         now = time.time() if now is None else now
-        session = Session(id=f"{pid}-{next(self._ids)}", pid=pid, start_ticks=start_ticks,
+        session = Session(id=self.new_session_id(pid), pid=pid, start_ticks=start_ticks,
                           user=user, command=command, job_id=job_id, tiles=chosen,
                           opened=now, since=now)
         self.sessions[session.id] = session
         return session
-
-    def session(self, session_id: str, pid: int | None = None) -> Session:
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise NotFoundError(session_id)
-        if pid is not None and pid != session.pid:
-            raise ForbiddenError(f"session {session_id} belongs to PID {session.pid}")
-        return session
-
-    def close_session(self, session_id: str, pid: int | None = None) -> None:
-        self.session(session_id, pid)
-        del self.sessions[session_id]
-
-    def reap(self, alive: Callable[[int, int], bool]) -> list[str]:
-        """End the sessions whose process is gone (a crash, a kill, scancel)."""
-        dead = [s.id for s in self.sessions.values() if not alive(s.pid, s.start_ticks)]
-        for sid in dead:
-            del self.sessions[sid]
-        return dead
 
     # --- what sntilestat and snconfig show ----------------------------------------------
     @staticmethod
@@ -237,9 +211,5 @@ class RduNode:
     def from_dict(cls, data: dict) -> RduNode:
         node = cls(node=data["node"], tiles_per_rdu=int(data["tiles_per_rdu"]),
                    jobs=dict(data.get("jobs", {})), tile_status=dict(data.get("tile_status", {})))
-        for raw in data.get("sessions", []):
-            session = Session(**raw)
-            node.sessions[session.id] = session
-        node._ids = itertools.count(1 + max((int(s.split("-")[1]) for s in node.sessions),
-                                            default=-1))
+        node.restore_sessions(Session(**raw) for raw in data.get("sessions", []))
         return node
