@@ -12,15 +12,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from aitestbed.node.daemon import StateError
+
 _GRES_LINE = re.compile(r"^\s*NodeName=(\S+)\s+Name=ipu\s+Count=(\d+)", re.MULTILINE)
 
 
-class PodError(Exception):
-    """A request the POD cannot satisfy; `status` is the HTTP status to answer with."""
-
-    def __init__(self, message: str, status: int = 409):
-        super().__init__(message)
-        self.status = status
+class PodError(StateError):
+    """A request the POD cannot satisfy; `status` is the HTTP status to answer with (409
+    unless given), as for every node daemon's StateError."""
 
 
 @dataclass

@@ -7,7 +7,8 @@
   PUT    /api/v1/partitions/NAME         {"hosts": {host: count}, "job_id", "user"}
   DELETE /api/v1/partitions/NAME
 Partitions are saved to the state directory on every change, so a restart of
-the server (or of its host) keeps the partitions of running jobs.
+the server (or of its host) keeps the partitions of running jobs (the atomic save
+and the refusals' statuses are every node daemon's: aitestbed.node.daemon).
 
 Only Slurm's PrologSlurmctld and EpilogSlurmctld change partitions, as at ALCF:
 PUT and DELETE need the administrator's token (`Authorization: Bearer ...`), which
@@ -28,7 +29,6 @@ import argparse
 import grp
 import hmac
 import ipaddress
-import json
 import os
 import pwd
 import secrets
@@ -40,7 +40,7 @@ from pathlib import Path
 
 from aitestbed.graphcore.vipu.pod import Partition, Pod, PodError
 from aitestbed.node import munge
-from aitestbed.node.daemon import JsonHandler, save_json
+from aitestbed.node.daemon import JsonHandler, load_json, save_json
 
 API = "/api/v1"
 TOKEN_FILE = "admin.token"
@@ -101,8 +101,9 @@ class VipuServer(ThreadingHTTPServer):
         self.local_reads_all = local_reads_all
         self.lock = threading.Lock()
         self.state_file = state_dir / "partitions.json"
-        if self.state_file.is_file():
-            self.pod.load_partitions(json.loads(self.state_file.read_text()))
+        saved = load_json(self.state_file)
+        if saved is not None:
+            self.pod.load_partitions(saved)
 
     def save(self) -> None:
         save_json(self.state_file, self.pod.to_dict())
@@ -186,7 +187,7 @@ class _Handler(JsonHandler):
                 partition = self.server.pod.create(name, counts, str(body.get("job_id", "")),
                                                    str(body.get("user", "")))
             except PodError as err:
-                return self.reply(err.status, {"error": str(err)})
+                return self.reply_error(err)
             self.server.save()
         self.reply(201, asdict(partition))
 
@@ -198,7 +199,7 @@ class _Handler(JsonHandler):
             try:
                 self.server.pod.remove(name or "")
             except PodError as err:
-                return self.reply(err.status, {"error": str(err)})
+                return self.reply_error(err)
             self.server.save()
         self.reply(200, {"removed": name})
 
