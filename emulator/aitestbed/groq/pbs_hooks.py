@@ -26,10 +26,9 @@ import re
 import socket
 import subprocess
 import sys
-import time
 
 from aitestbed.groq.card import CARDS_PER_NODE
-from aitestbed.groq.tspd.client import TspdClient, TspdError, TspdUnavailable
+from aitestbed.groq.tspd.client import TspdClient, TspdError
 
 QSTAT = "/opt/pbs/bin/qstat"
 RESOURCE = "groq_accelerator"
@@ -108,27 +107,15 @@ def node_name() -> str:
 
 
 def _tspd(call):
-    deadline = time.monotonic() + TSPD_WAIT_S
-    while True:
-        try:
-            return call(TspdClient())
-        except TspdUnavailable:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    return TspdClient.when_up(call, TSPD_WAIT_S)
 
 
 def reserve_job(job_id: str, user: str, exec_vnode: str, place: str,
                 node: str | None = None) -> dict:
     """Reserve in this node's tspd the cards the job holds here."""
     count = cards_on_node(exec_vnode, place, node or node_name())
-    try:
-        return _tspd(lambda tspd: tspd.reserve(job_id, user, count))
-    except TspdError as err:
-        if err.status != 409:
-            raise
-        _tspd(release_stale_reservations)
-        return _tspd(lambda tspd: tspd.reserve(job_id, user, count))
+    return TspdClient.reserve_for_job(lambda tspd: tspd.reserve(job_id, user, count),
+                                      release_stale_reservations, TSPD_WAIT_S)
 
 
 def release_job(job_id: str) -> None:

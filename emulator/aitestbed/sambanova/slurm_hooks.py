@@ -8,24 +8,16 @@ Run as `python -m aitestbed.sambanova.slurm_hooks rdu-prolog|rdu-epilog` (roles/
 from __future__ import annotations
 
 import socket
-import time
 
 from aitestbed.node.slurm_jobinfo import active_job_ids, current_job, job_gres, run_hook
-from aitestbed.sambanova.snd.client import SndClient, SndError, SndUnavailable
+from aitestbed.sambanova.snd.client import SndClient, SndError
 
 # snd may be (re)starting with its node: a job's prolog waits for it this long.
 SND_WAIT_S = 30.0
 
 
 def _snd_call(call):
-    deadline = time.monotonic() + SND_WAIT_S
-    while True:
-        try:
-            return call(SndClient())
-        except SndUnavailable:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    return SndClient.when_up(call, SND_WAIT_S)
 
 
 def rdu_prolog() -> None:
@@ -33,13 +25,8 @@ def rdu_prolog() -> None:
     job_id, user = current_job()
     node = socket.gethostname().split(".")[0]
     count = job_gres(job_id).get(node, {}).get("rdu", 0)
-    try:
-        _snd_call(lambda snd: snd.reserve(job_id, user, count))
-    except SndError as err:
-        if err.status != 409:
-            raise
-        _snd_call(release_stale_reservations)
-        _snd_call(lambda snd: snd.reserve(job_id, user, count))
+    SndClient.reserve_for_job(lambda snd: snd.reserve(job_id, user, count),
+                              release_stale_reservations, SND_WAIT_S)
 
 
 def release_stale_reservations(snd: SndClient) -> None:
