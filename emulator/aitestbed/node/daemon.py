@@ -9,8 +9,8 @@ the model, the routes and the messages; this module holds the rest.
   of the daemon (or of its node) finds the state a crash cannot have half-written;
   `StateError` and its three kinds (`PlacementError` 409, `ForbiddenError` 403,
   `NotFoundError` 404) are what a model refuses, each with the HTTP status its
-  client sees; `ProcessSessions` keeps a model's per-process sessions and ends
-  those whose process is gone.
+  client sees; `ProcessSessions` keeps a model's per-process sessions (`JobSession`)
+  and ends those whose process is gone.
 - The skeleton: `UnixJsonDaemon` owns the state file, journal and lock, and its
   `DaemonHandler` runs every request the same way (decode, lock, reap what died,
   route to the room's handler, save after a change, a state error to its status);
@@ -32,6 +32,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
@@ -209,6 +210,19 @@ class ProcessSession(Protocol):
     id: str
     pid: int
     start_ticks: int  # the process's start time: a reused PID is another process
+
+
+@dataclass
+class JobSession:
+    """A process's hold on devices its scheduler job was given (snd's tiles, tspd's cards:
+    the room's session adds what it holds)."""
+
+    id: str
+    pid: int
+    start_ticks: int  # the process's start time: a reused PID is another process
+    user: str
+    command: str
+    job_id: str
 
 
 S = TypeVar("S", bound=ProcessSession)

@@ -22,7 +22,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from aitestbed.groq.card import CARDS_PER_NODE, HEALTHY, describe
-from aitestbed.node.daemon import ForbiddenError, NotFoundError, PlacementError, ProcessSessions
+from aitestbed.node.daemon import (
+    ForbiddenError,
+    JobSession,
+    NotFoundError,
+    PlacementError,
+    ProcessSessions,
+)
 
 __all__ = ["EXCL_HINT", "ForbiddenError", "GroqNode", "NotFoundError", "PlacementError",
            "Session"]
@@ -31,13 +37,7 @@ EXCL_HINT = "-l select=1,place=excl gives a job all eight GroqChips of a node"
 
 
 @dataclass
-class Session:
-    id: str
-    pid: int
-    start_ticks: int  # the process's start time: a reused PID is another process
-    user: str
-    command: str
-    job_id: str
+class Session(JobSession):
     cards: list[int]
     opened: float
 

@@ -21,7 +21,13 @@ import itertools
 import time
 from dataclasses import asdict, dataclass, field
 
-from aitestbed.node.daemon import ForbiddenError, NotFoundError, PlacementError, ProcessSessions
+from aitestbed.node.daemon import (
+    ForbiddenError,
+    JobSession,
+    NotFoundError,
+    PlacementError,
+    ProcessSessions,
+)
 from aitestbed.sambanova.rdu import RDUS_PER_NODE, SYSTEMS, tile_names
 
 __all__ = ["STATES", "HEALTHY", "ForbiddenError", "NotFoundError", "PlacementError", "RduNode",
@@ -32,13 +38,7 @@ HEALTHY = "perfect"
 
 
 @dataclass
-class Session:
-    id: str
-    pid: int
-    start_ticks: int  # the process's start time: a reused PID is another process
-    user: str
-    command: str
-    job_id: str
+class Session(JobSession):
     tiles: list[str]
     opened: float
     state: str = "pload"
