@@ -247,6 +247,10 @@ class _RunCommand(click.Command):
 @click.option("--sbatch", "sbatch", multiple=True, metavar='"OPTIONS"',
               help='sbatch options for every script, e.g. --sbatch "--ipus=1 --time=10" '
                    "(repeatable; the scripts' #SBATCH lines apply too).")
+@click.option("--qsub", "qsub", multiple=True, metavar='"OPTIONS"',
+              help='qsub options for every script of a PBS target, e.g. --qsub '
+                   '"-l select=1,place=excl" (repeatable; the scripts\' #PBS lines apply too; '
+                   "-I and -W block=true are refused).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a JUnit XML report here (one testcase per script).")
 @click.option("--json", "as_json", is_flag=True,
@@ -257,19 +261,21 @@ class _RunCommand(click.Command):
 @click.pass_context
 def run_cmd(ctx: click.Context, scripts: tuple[str, ...], system: str, user: str | None,
             directory: Path, output_dir: Path, timeout: float | None,
-            sbatch: tuple[str, ...], junit: Path | None, as_json: bool, quiet: bool,
-            keep: bool) -> None:
+            sbatch: tuple[str, ...], qsub: tuple[str, ...], junit: Path | None,
+            as_json: bool, quiet: bool, keep: bool) -> None:
     """Run job SCRIPTS on a system of the cluster as a user, and exit with their result.
 
     \b
     aitestbed run --system graphcore --sbatch "--ipus=1" train.sbatch
     aitestbed run -s sambanova --junit report.xml compile.sh run.sh   # side by side
     aitestbed run -s cerebras --timeout 900 fc_mnist.sh               # `python run.py CSX`
+    aitestbed run -s groq --qsub "-l select=1,place=excl" run.sh      # output at its end
 
     Copies the directory (--dir) to ~/aitestbed-runs/ on the system's login node,
-    submits each script with sbatch (Graphcore, SambaNova) or runs it with bash on the
-    Cerebras login node, streams its output, brings back its output and the files it
-    created (OUTPUT-DIR/SCRIPT/), and prints each script's final state.
+    submits each script with sbatch (Graphcore, SambaNova) or qsub (GroqRack, from a
+    GroqNode) or runs it with bash on the Cerebras login node, streams its output (a PBS
+    job's when it ends), brings back its output and the files it created
+    (OUTPUT-DIR/SCRIPT/), and prints each script's final state.
 
     \b
     Exit status:
@@ -295,7 +301,7 @@ def run_cmd(ctx: click.Context, scripts: tuple[str, ...], system: str, user: str
         click.echo(f"aitestbed run: {message}", err=True)
 
     options = jobrun.Options(system, list(scripts), user, directory, output_dir, timeout,
-                             list(sbatch), keep, on_output, on_progress)
+                             list(sbatch), keep, on_output, on_progress, qsub=list(qsub))
     try:
         report = jobrun.run(ctx.obj["name"], options)
         if junit:

@@ -44,8 +44,10 @@ def test_each_system_is_used_from_where_its_users_work(system, host, scheduler, 
 def test_a_system_the_cluster_lacks_or_does_not_know_is_refused():
     with pytest.raises(PlanError, match="no cerebras system.*--systems cerebras"):
         plan.target("cerebras", [n for n in MINI if n.system != "cerebras"])
-    with pytest.raises(PlanError, match="unknown system 'groq'"):
+    with pytest.raises(PlanError, match="no groq system.*--systems groq"):
         plan.target("groq", MINI)
+    with pytest.raises(PlanError, match="unknown system 'nope'"):
+        plan.target("nope", MINI)
 
 
 def test_sbatch_options_are_split_as_a_shell_does_and_wait_or_wrap_refused():
@@ -258,7 +260,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("args, message", [
     (["--name", "nocluster", "run", "-s", "graphcore", "a.sh"], "does not exist"),
-    (["--name", "nocluster", "run", "-s", "groq", "a.sh"], "Invalid value for '--system'"),
+    (["--name", "nocluster", "run", "-s", "nope", "a.sh"], "Invalid value for '--system'"),
     (["--name", "nocluster", "run", "a.sh"], "Missing option '--system'"),
     (["--name", "nocluster", "run", "-s", "graphcore", "--timeout", "0", "a.sh"],
      "Invalid value for '--timeout'"),

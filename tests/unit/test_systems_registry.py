@@ -15,7 +15,7 @@ import pytest
 import yaml
 from aitestbed.host import systems
 from aitestbed.host.inventory import load
-from aitestbed.host.jobrun import plan
+from aitestbed.host.jobrun import plan, runner
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "emulator" / "aitestbed"
@@ -153,12 +153,14 @@ def test_the_default_profile_builds_no_openpbs():
 
 
 def test_run_targets_come_from_the_registry():
-    assert list(systems.run_targets()) == ["cerebras", "graphcore", "sambanova", "sn10"]
-    with pytest.raises(plan.PlanError, match="choose one of cerebras, graphcore, sambanova, sn10"):
+    assert list(systems.run_targets()) == ["cerebras", "graphcore", "sambanova", "sn10", "groq"]
+    with pytest.raises(plan.PlanError,
+                       match="choose one of cerebras, graphcore, sambanova, sn10, groq"):
         plan.run_target("nope")
     for target in systems.run_targets().values():
         assert target.system in systems.names()
-        assert target.scheduler in ("slurm", "wsjob")
+        assert target.scheduler in ("slurm", "wsjob", "pbs")
+        assert target.scheduler in runner.FOLLOW
 
 
 def test_a_shared_class_gets_the_plays_of_its_images_systems_only(tmp_path):

@@ -47,7 +47,7 @@ class Testbed:
     def run(self, *scripts: str, system: str, user: str | None = None,
             directory: str | os.PathLike = ".", output_dir: str | os.PathLike | None = None,
             timeout: float | None = None, sbatch: str | list[str] = (),
-            stream: bool = False):
+            stream: bool = False, qsub: str | list[str] = ()):
         """Run SCRIPTS (relative to DIRECTORY) on SYSTEM as `aitestbed run` does; returns
         its RunReport (`.state`, `.exit_code`, `.results`, `.to_json()`). An error of the
         tool itself (cluster not ready, no such script) raises AitestbedError."""
@@ -64,7 +64,8 @@ class Testbed:
 
         options = jobrun.Options(system, list(scripts), user, Path(directory), Path(output_dir),
                                  timeout, [sbatch] if isinstance(sbatch, str) else list(sbatch),
-                                 on_output=to_stderr)
+                                 on_output=to_stderr,
+                                 qsub=[qsub] if isinstance(qsub, str) else list(qsub))
         return jobrun.run(self.name, options)
 
 

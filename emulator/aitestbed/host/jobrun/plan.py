@@ -1,5 +1,6 @@
 """`aitestbed run`'s decisions, pure: where a system's jobs are submitted, what a
-scheduler's answer means, what a run exits with, what figures a job printed.
+scheduler's answer means (Slurm's scontrol and sacct, OpenPBS's qsub and
+`qstat -x -f -F json`), what a run exits with, what figures a job printed.
 
 The loop (runner.py) asks these functions and does what they say; unit tests check
 them without a cluster.
@@ -7,6 +8,7 @@ them without a cluster.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -24,6 +26,11 @@ SLURM_FINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_
                "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT", "REVOKED"}
 SUCCESS = {"COMPLETED", "SUCCEEDED"}
 WSJOB_FINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+# OpenPBS's job_state letters (qstat(1B)): F is a finished job (qstat -x keeps it).
+PBS_FINAL = {"F"}
+PBS_STATES = {"Q": "QUEUED", "H": "HELD", "W": "WAITING", "T": "TRANSIT", "R": "RUNNING",
+              "E": "EXITING", "S": "SUSPENDED", "U": "SUSPENDED", "B": "BEGUN", "M": "MOVED"}
+PBS_KILL_WALLTIME = -29  # Exit_status JOB_EXEC_KILL_WALLTIME: past its walltime
 
 
 class PlanError(ValueError):
@@ -45,8 +52,8 @@ class Target:
     """Where a system's scripts go: the node to work on, and how they are run there."""
     system: str
     host: str  # the node that submits (Slurm) or runs (Cerebras) the scripts
-    scheduler: str  # "slurm" or "wsjob"
-    controller: str = ""  # the Slurm controller's node (its readiness matters too)
+    scheduler: str  # "slurm", "wsjob" or "pbs"
+    controller: str = ""  # the Slurm controller's or PBS server's node (its readiness too)
     slurm_cluster: str = ""
 
 
@@ -61,7 +68,8 @@ def run_target(system: str) -> systems.RunTarget:
 def target(system: str, nodes: list[NodeInfo]) -> Target:
     """The node a user of SYSTEM works on, as at ALCF: each system's registry entry says
     which of its nodes take the scripts (host/systems: a login node that submits to Slurm,
-    an SN10 node, the Cerebras login node that runs the appliance's client)."""
+    an SN10 node, the Cerebras login node that runs the appliance's client, a GroqNode
+    that submits to PBS)."""
     run = run_target(system)
     mine = sorted((n for n in nodes if n.system == run.system), key=lambda n: n.name)
     if not mine:
@@ -71,12 +79,31 @@ def target(system: str, nodes: list[NodeInfo]) -> Target:
     if not hosts:
         raise PlanError(f"this cluster has no node to submit {system} jobs from")
     host = hosts[0]
+    if run.scheduler == "pbs":
+        servers = [n.name for n in mine if n.node_class == "pbs_server"]
+        return Target(system, host.name, "pbs", servers[0] if servers else "")
     if run.scheduler != "slurm":
         return Target(system, host.name, run.scheduler)
     controllers = [n for n in mine if n.node_class == "slurmctld"
                    and n.slurm_cluster == host.slurm_cluster]
     return Target(system, host.name, "slurm", controllers[0].name if controllers else "",
                   host.slurm_cluster)
+
+
+def check_scheduler_options(run: systems.RunTarget, sbatch: list[str] | tuple[str, ...],
+                            qsub: list[str] | tuple[str, ...]) -> None:
+    """--sbatch for Slurm targets only, --qsub for PBS targets only."""
+    title = run.system.capitalize()
+    if sbatch and run.scheduler == "pbs":
+        raise PlanError(f"--sbatch: {title} scripts are submitted with qsub (PBS), not "
+                        "sbatch: give their options with --qsub")
+    if sbatch and run.scheduler != "slurm":
+        raise PlanError(f"--sbatch: {title} scripts run on the login node, not under Slurm")
+    if qsub and run.scheduler == "slurm":
+        raise PlanError(f"--qsub: {title} scripts are submitted with sbatch (Slurm), not "
+                        "qsub: give their options with --sbatch")
+    if qsub and run.scheduler != "pbs":
+        raise PlanError(f"--qsub: {title} scripts run on the login node, not under PBS")
 
 
 def sbatch_options(given: tuple[str, ...] | list[str]) -> list[str]:
@@ -187,6 +214,168 @@ def run_status(results: list[tuple[str, int | None]]) -> int:
 def pending_note(view: SlurmView) -> str:
     """Why a job has not started yet, with Slurm's reason."""
     return f"still {view.state or 'PENDING'}" + (f" ({view.reason})" if view.reason else "")
+
+
+# OpenPBS (qsub, qstat -x -f -F json, qdel) ---------------------------------------------------
+# qsub's options (getopt string of OpenPBS's qsub.c): those taking a value, and flags.
+_QSUB_VALUED = set("aAcCeGjJklmMNoPpqrRSuvW")
+_QSUB_FLAGS = set("fhIVXz")
+_QSUB_REFUSED = {
+    "I": "an interactive job needs a terminal",
+    "X": "X11 forwarding is for interactive jobs",
+    "z": "aitestbed run reads the job id qsub prints",
+    "J": "aitestbed run follows one job per script, not a job array",
+}
+_FALSE = {"false", "f", "n", "no", "0"}
+
+
+def qsub_options(given: tuple[str, ...] | list[str]) -> list[str]:
+    """--qsub "OPTIONS" (repeatable), split as a shell splits them; the options that make
+    qsub interactive or wait for the job (-I, -W block=true), hide the job id (-z),
+    submit an array (-J) or a command instead of the script (--) are refused."""
+    options: list[str] = []
+    for text in given:
+        try:
+            words = shlex.split(text)
+        except ValueError as err:
+            raise PlanError(f"--qsub {text!r}: {err}") from None
+        options += words
+    waits = "aitestbed run submits the script itself and waits for it; leave this option out"
+    index = 0
+    while index < len(options):
+        word = options[index]
+        index += 1
+        if word == "--" or word.startswith("--"):
+            raise PlanError(f"--qsub {word}: {waits}")
+        if not word.startswith("-") or word == "-":
+            raise PlanError(f"--qsub {word}: not an option (aitestbed run names the script)")
+        letters = word[1:]
+        while letters:
+            letter, letters = letters[0], letters[1:]
+            if letter in _QSUB_REFUSED:
+                raise PlanError(f"--qsub -{letter}: {_QSUB_REFUSED[letter]}; leave this "
+                                "option out")
+            if letter in _QSUB_VALUED:
+                value = letters
+                if not value:
+                    if index >= len(options):
+                        raise PlanError(f"--qsub -{letter}: a value is missing")
+                    value = options[index]
+                    index += 1
+                letters = ""
+                if letter == "W" and _blocks(value):
+                    raise PlanError(f"--qsub -W {value}: {waits}")
+            elif letter not in _QSUB_FLAGS:
+                raise PlanError(f"--qsub -{letter}: not an option of qsub")
+    return options
+
+
+def _blocks(attributes: str) -> bool:
+    """-W block=true (alone or in a list: -W depend=afterok:1,block=true)."""
+    for item in attributes.split(","):
+        name, _, value = item.partition("=")
+        if name.strip().lower() == "block" and value.strip().lower() not in _FALSE:
+            return True
+    return False
+
+
+def qsub_argv(script: str, options: list[str]) -> list[str]:
+    """The submission: the script's own #PBS lines apply under the command line's (as
+    qsub does)."""
+    return ["qsub", *options, script]
+
+
+_PBS_JOB_ID = re.compile(r"^(\d+)\.\S+$")
+
+
+def parse_qsub_id(stdout: str) -> str:
+    """qsub prints the job's id, `SEQUENCE.SERVER` (12.groq-r01-control)."""
+    lines = [line.strip() for line in stdout.strip().splitlines() if line.strip()]
+    if not lines or not _PBS_JOB_ID.match(lines[-1]):
+        raise PlanError(f"qsub printed no job id: {stdout.strip()!r}")
+    return lines[-1]
+
+
+def qstat_job(text: str, job_id: str) -> dict:
+    """The job's attributes from `qstat -x -f -F json JOB` ({} when the answer has no such
+    job or is not JSON: the server restarting, the job unknown)."""
+    try:
+        jobs = json.loads(text).get("Jobs") or {}
+    except (ValueError, AttributeError):
+        return {}
+    if not isinstance(jobs, dict):
+        return {}
+    sequence = job_id.split(".")[0]
+    for key, attributes in jobs.items():
+        if (key == job_id or key.split(".")[0] == sequence) and isinstance(attributes, dict):
+            return attributes
+    return {}
+
+
+def pbs_path(value: str) -> str:
+    """Output_Path or Error_Path (`host:/path`) as the path on the shared file system."""
+    if value.startswith("/"):
+        return value
+    _host, _, path = value.partition(":")
+    return path if path.startswith("/") else ""
+
+
+@dataclass(frozen=True)
+class PbsView:
+    state: str  # as a JobResult says it: QUEUED, RUNNING, ..., COMPLETED, FAILED, CANCELLED
+    job_state: str = ""  # PBS's letter; "" when unknown
+    reason: str = ""
+    exit_code: int | None = None
+    output_path: str = ""
+    error_path: str = ""
+    exec_host: str = ""
+
+    @property
+    def final(self) -> bool:
+        return self.job_state in PBS_FINAL
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def pbs_view(attributes: dict) -> PbsView:
+    """A job's qstat attributes as a state and exit code: F with Exit_status 0 is COMPLETED;
+    1-255 FAILED with that code; 256+N killed by signal N (128+N, as a shell says it); -29
+    (JOB_EXEC_KILL_WALLTIME) TIMEOUT; another negative status, PBS could not run it
+    (FAILED, no code of its own); no Exit_status, deleted before it ran (CANCELLED)."""
+    letter = str(attributes.get("job_state", ""))
+    comment = str(attributes.get("comment", ""))
+    paths = {key: pbs_path(str(attributes.get(key, "")))
+             for key in ("Output_Path", "Error_Path")}
+    hosts = str(attributes.get("exec_host", ""))
+    exec_host = "+".join(sorted({h.split("/")[0] for h in hosts.split("+") if h}))
+    common = {"job_state": letter, "output_path": paths["Output_Path"],
+              "error_path": paths["Error_Path"], "exec_host": exec_host}
+    if letter not in PBS_FINAL:
+        return PbsView(PBS_STATES.get(letter, letter), reason=comment, **common)
+    status = _int(attributes.get("Exit_status", ""))
+    if status is None:
+        return PbsView("CANCELLED", reason=comment or "deleted before it ran", **common)
+    if status == 0:
+        return PbsView("COMPLETED", exit_code=0, **common)
+    if status == PBS_KILL_WALLTIME:
+        return PbsView("TIMEOUT", reason="past its walltime (Exit_status -29)", **common)
+    if status < 0:
+        return PbsView("FAILED", reason=f"PBS could not run it (Exit_status {status})"
+                       + (f": {comment}" if comment else ""), **common)
+    if status > 256:
+        return PbsView("FAILED", exit_code=128 + status - 256,
+                       reason=f"killed by signal {status - 256}", **common)
+    return PbsView("FAILED", exit_code=status, **common)
+
+
+def pbs_pending_note(view: PbsView) -> str:
+    """Why a PBS job has not ended, with the server's comment."""
+    return f"still {view.state or 'QUEUED'}" + (f" ({view.reason})" if view.reason else "")
 
 
 # The figures a job printed (last one wins): the throughput, loss and accuracy lines of

@@ -14,11 +14,12 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aitestbed.groq import guide
 from aitestbed.groq.pbs_complex import Complex
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.paths import project_root
 from aitestbed.host.sdk_artifacts import fresh_output, role_defaults
-from aitestbed.host.systems.model import Artifact, System
+from aitestbed.host.systems.model import Artifact, RunTarget, System
 from aitestbed.host.wheels import build_wheel
 
 if TYPE_CHECKING:
@@ -87,6 +88,12 @@ def prepare(state: ClusterState, topology: Topology) -> None:
         state.write(state.common_dir / "pbs" / "pbs.json", record.to_json())
 
 
+def _groq_nodes(nodes):
+    """qsub is taken from the GroqNodes only (workq's acl_hosts; on the login node qsub
+    answers "Access from host not allowed")."""
+    return [n for n in nodes if n.node_class == "groq_node"]
+
+
 SYSTEM = System(
     name="groq",
     title="GroqRack",
@@ -97,5 +104,8 @@ SYSTEM = System(
                  "compiled from source once per commit in a container of the node OS"),
         Artifact("the GroqFlow wheels and repository", lambda ctx: build_groq(ctx.root)),
     ),
+    run_targets=(RunTarget("groq", "groq", "pbs", "GroqRack (qsub on a GroqNode)",
+                           _groq_nodes),),
     prepare=prepare,
+    guide=guide,
 )

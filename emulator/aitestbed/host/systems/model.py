@@ -51,7 +51,8 @@ class RunTarget:
 
     name: str
     system: str
-    scheduler: str  # slurm (sbatch on `host`), wsjob (bash in a login shell on `host`)
+    scheduler: str  # slurm (sbatch on `host`), wsjob (bash in a login shell on `host`),
+    # pbs (qsub on `host`)
     help: str
     # The nodes that may take the scripts, best first, from the system's own nodes.
     hosts: Callable[[Sequence[NodeLike]], list[NodeLike]]
