@@ -23,7 +23,8 @@ import yaml
 from aitestbed.classroom import roster
 from aitestbed.classroom.roster import ClassroomError, Room
 from aitestbed.exercises import catalog
-from aitestbed.exercises.probe import NodeProbe, Probe
+from aitestbed.exercises.probe import Probe
+from aitestbed.exercises.session import ClusterView
 from aitestbed.host.cluster import Cluster
 from aitestbed.host.inventory import Topology, ansible_source
 from aitestbed.host.playbook import run_playbook
@@ -186,19 +187,8 @@ def end_processes(probe: Probe, topology: Topology, user: str) -> str:
 
 
 # the requests -----------------------------------------------------------------------------
-class Classroom:
+class Classroom(ClusterView):
     """One cluster's classroom, as the CLI drives it."""
-
-    def __init__(self, cluster: str, probe: Probe | None = None):
-        opened = Cluster.open(cluster)
-        self.state, self.record, self.topology = opened.state, opened.record, opened.topology
-        self._probe = probe
-
-    @property
-    def probe(self) -> Probe:
-        if self._probe is None:
-            self._probe = NodeProbe(self.state.name)
-        return self._probe
 
     @property
     def room(self) -> Room:

@@ -55,11 +55,13 @@ class Result:
         return all(c.done for c in self.criteria)
 
 
-class Session:
+class ClusterView:
+    """An opened cluster (its state, record and topology) and the probe that looks at its
+    nodes (NodeProbe unless given): what a learner's Session and the classroom share."""
+
     def __init__(self, cluster: str, probe: Probe | None = None):
         opened = Cluster.open(cluster)
         self.state, self.record, self.topology = opened.state, opened.record, opened.topology
-        self.nodes = nodes_of(self.topology)
         self._probe = probe
 
     @property
@@ -67,6 +69,12 @@ class Session:
         if self._probe is None:
             self._probe = NodeProbe(self.state.name)
         return self._probe
+
+
+class Session(ClusterView):
+    def __init__(self, cluster: str, probe: Probe | None = None):
+        super().__init__(cluster, probe)
+        self.nodes = nodes_of(self.topology)
 
     @property
     def exercises(self) -> list[Exercise]:
