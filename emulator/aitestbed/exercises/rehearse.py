@@ -188,13 +188,21 @@ job=${{out##* }}
 while squeue -h -j $job 2>/dev/null | grep -q .; do sleep 2; done"""
 
 
+def _batch_job(learner: Learner, v: dict[str, str], system: str, setup: list[str],
+               submit: str, log: str, marker: str, missing: str) -> None:
+    """On the system's node: the setup lines (which write the job script), the guide's
+    sbatch line, a wait for the job to leave the queue, then marker in its log."""
+    out = learner.hop(v[f"{system}_login"], v[f"{system}_node"], guide.script(
+        "set -e", *setup, _submit_and_wait(submit), f"cat {log}"))
+    if marker not in out:
+        raise StepError(f"{missing}: {_tail(out)}")
+
+
 def graphcore_sbatch(learner: Learner, v: dict[str, str]) -> None:
-    out = learner.hop(v["gc_login"], v["gc_node"], guide.script(
-        "set -e", gc_guide.GC_ENV, f"cd {gc_guide.MNIST_DIR}",
-        gc_guide.mnist_job_script(BRIEF_MNIST),
-        _submit_and_wait(gc_guide.MNIST_SBATCH), "cat mnist-poptorch-output.log"))
-    if "Accuracy on test set" not in out:
-        raise StepError(f"no accuracy in the output log: {_tail(out)}")
+    _batch_job(learner, v, "gc", [gc_guide.GC_ENV, f"cd {gc_guide.MNIST_DIR}",
+                                  gc_guide.mnist_job_script(BRIEF_MNIST)],
+               gc_guide.MNIST_SBATCH, "mnist-poptorch-output.log", "Accuracy on test set",
+               "no accuracy in the output log")
 
 
 def sambanova_lenet(learner: Learner, v: dict[str, str]) -> None:
@@ -206,12 +214,10 @@ def sambanova_lenet(learner: Learner, v: dict[str, str]) -> None:
 
 
 def sambanova_sbatch(learner: Learner, v: dict[str, str]) -> None:
-    out = learner.hop(v["sn_login"], v["sn_node"], guide.script(
-        "set -e", sn_guide.LENET_VENV, f"cd {sn_guide.LENET}",
-        sn_guide.lenet_job_script(BRIEF_LENET),
-        _submit_and_wait(sn_guide.LENET_SBATCH), "cat pef/lenet/output.log"))
-    if "Test Accuracy" not in out:
-        raise StepError(f"no accuracy in pef/lenet/output.log: {_tail(out)}")
+    _batch_job(learner, v, "sn", [sn_guide.LENET_VENV, f"cd {sn_guide.LENET}",
+                                  sn_guide.lenet_job_script(BRIEF_LENET)],
+               sn_guide.LENET_SBATCH, "pef/lenet/output.log", "Test Accuracy",
+               "no accuracy in pef/lenet/output.log")
 
 
 def data_transfer(learner: Learner, v: dict[str, str]) -> None:
