@@ -32,13 +32,12 @@ ViT ones.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from aitestbed.datasets import build_once
+from aitestbed.datasets import build_once, command, trainer_yaml
 from aitestbed.datasets import cerebras_samples as samples
 
 PREFIX = samples.PREFIX
@@ -52,21 +51,14 @@ VIT_DIR, VIT_YAML = "vision_transformer", "params_vit_base_patch_16_imagenet_1k.
 IMAGENET_DIR, IMAGE_SIZE, IMAGE_CLASSES = "imagenet", 32, 16
 DIT_DIR, DIT_YAML, DIT_LATENT = "dit", "params_dit_2B_patchsize_2x2_modified.yaml", 8
 
-_INIT = """\
-trainer:
-  init:
-    backend:
-      backend_type: CSX
-"""
-
-BERT_PARAMS = """\
+BERT_PARAMS = ("""\
 # BERT-large, maximum sequence length 128, on the sample dataset (training and
 # validation), for one CS-3. As the ALCF docs run it:
 #   cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/bert
 #   cp {data}/bert_large_MSL128_sampleds.yaml configs/bert_large_MSL128_sampleds.yaml
 #   cszoo fit configs/bert_large_MSL128_sampleds.yaml --job_labels name=bert_pt \\
 #       --model_dir model_dir_bert_large_pytorch
-""" + _INIT + """\
+""" + trainer_yaml.INIT + """\
     model:
       name: bert
       vocab_size: 30522
@@ -79,28 +71,9 @@ BERT_PARAMS = """\
       dropout_rate: 0.1
       layer_norm_epsilon: 1.0e-12
       disable_nsp: false
-    optimizer:
-      AdamW:
-        betas: [0.9, 0.999]
-        eps: 1.0e-06
-        weight_decay: 0.01
-    schedulers:
-    - LinearLR:
-        initial_learning_rate: 0.002
-        end_learning_rate: 0.0002
-        total_iters: 1000
-    precision:
-      enabled: true
-      fp16_type: bfloat16
-      max_gradient_norm: 1.0
-    loop:
-      max_steps: 1000
-      eval_frequency: 1000
-      eval_steps: 220
-    checkpoint:
-      steps: 1000
-    logging:
-      log_steps: 100
+""" + trainer_yaml.adamw("[0.9, 0.999]", "0.01", eps="1.0e-06")
+    + trainer_yaml.schedulers((0.002, 0.0002, 1000)) + trainer_yaml.precision("bfloat16")
+    + trainer_yaml.loop(1000, 220, 1000, 100) + """\
     seed: 1
   fit:
     train_dataloader:
@@ -124,7 +97,7 @@ BERT_PARAMS = """\
       num_workers: 8
   validate:
     val_dataloader: *val_dataloader
-"""
+""")
 
 
 def _lm_params(title: str, run: str, model: str, loop: str, data: str, msl: int,
@@ -140,28 +113,10 @@ def _lm_params(title: str, run: str, model: str, loop: str, data: str, msl: int,
         "    val_dataloader: &val_dataloader\n" + loader % "val"
         + "      shuffle: false\n  validate:\n    val_dataloader: *val_dataloader"
     ).splitlines())
-    return (f"{title}\n{run}" + _INIT + model + """\
-    optimizer:
-      AdamW:
-        betas: [0.9, 0.95]
-        eps: 1.0e-08
-        weight_decay: 0.1
-    schedulers:
-    - SequentialLR:
-        schedulers:
-        - LinearLR:
-            initial_learning_rate: 0.0
-            end_learning_rate: 0.003
-            total_iters: 20
-        - LinearLR:
-            initial_learning_rate: 0.003
-            end_learning_rate: 0.0003
-            total_iters: 180
-    precision:
-      enabled: true
-      fp16_type: bfloat16
-      max_gradient_norm: 1.0
-""" + loop + """\
+    return (f"{title}\n{run}" + trainer_yaml.INIT + model
+            + trainer_yaml.adamw("[0.9, 0.95]", "0.1", eps="1.0e-08")
+            + trainer_yaml.warmup_then_decay(0.003, 20, 180) + trainer_yaml.precision("bfloat16")
+            + loop + """\
     seed: 1
   fit:
     train_dataloader:
@@ -173,16 +128,7 @@ def _lm_params(title: str, run: str, model: str, loop: str, data: str, msl: int,
 """ + val + "\n")
 
 
-_LM_LOOP = """\
-    loop:
-      max_steps: 200
-      eval_frequency: 200
-      eval_steps: 10
-    checkpoint:
-      steps: 200
-    logging:
-      log_steps: 50
-"""
+_LM_LOOP = trainer_yaml.loop(200, 10, 200, 50)
 
 GPTJ_PARAMS = _lm_params(
     "# GPT-J 6B, sequence length 2048, on the sample dataset, for one CS-3.",
@@ -230,14 +176,14 @@ LLAMA_PARAMS = _lm_params(
       share_embedding_weights: false
 """, _LM_LOOP, "{datasets}/llama_data_32K", LLAMA_MSL, 1024, micro=64)
 
-ESM_PARAMS = """\
+ESM_PARAMS = ("""\
 # ESM-2 t12 35M (esm2_t12_35M_UR50D) on the UniRef50 sample set, for one CS-3.
 # As the ALCF docs run it (400 steps):
 #   cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/esm2
 #   cp {data}/params_esm2_t12_35M_UR50D_modified.yaml configs/
 #   cszoo fit configs/params_esm2_t12_35M_UR50D_modified.yaml --job_labels name=esm2_t12_35m \\
 #       --model_dir model_dir_esm2
-""" + _INIT + """\
+""" + trainer_yaml.INIT + """\
     model:
       name: esm2
       vocab_size: 33
@@ -248,34 +194,9 @@ ESM_PARAMS = """\
       max_position_embeddings: 1026
       position_embedding_type: rotary
       layer_norm_epsilon: 1.0e-05
-    optimizer:
-      AdamW:
-        betas: [0.9, 0.98]
-        eps: 1.0e-08
-        weight_decay: 0.01
-    schedulers:
-    - SequentialLR:
-        schedulers:
-        - LinearLR:
-            initial_learning_rate: 0.0
-            end_learning_rate: 0.004
-            total_iters: 40
-        - LinearLR:
-            initial_learning_rate: 0.004
-            end_learning_rate: 0.0004
-            total_iters: 360
-    precision:
-      enabled: true
-      fp16_type: cbfloat16
-      max_gradient_norm: 1.0
-    loop:
-      max_steps: 400
-      eval_frequency: 400
-      eval_steps: 10
-    checkpoint:
-      steps: 200
-    logging:
-      log_steps: 100
+""" + trainer_yaml.adamw("[0.9, 0.98]", "0.01", eps="1.0e-08")
+    + trainer_yaml.warmup_then_decay(0.004, 40, 360) + trainer_yaml.precision("cbfloat16")
+    + trainer_yaml.loop(400, 10, 200, 100) + """\
     seed: 1
   fit:
     train_dataloader:
@@ -297,16 +218,16 @@ ESM_PARAMS = """\
 #      shuffle: false
 #  validate:
 #    val_dataloader: *val_dataloader
-"""
+""")
 
-VIT_PARAMS = """\
+VIT_PARAMS = ("""\
 # ViT-Base/16 on ImageNet-1k (the preprocessed sample set), for one CS-3.
 # As the ALCF docs run it (200 steps):
 #   cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/vision/vision_transformer
 #   cp {data}/params_vit_base_patch_16_imagenet_1k.yaml configs/
 #   cszoo fit configs/params_vit_base_patch_16_imagenet_1k.yaml --job_labels \\
 #       name=vision_transformer --model_dir model_dir_vit
-""" + _INIT + """\
+""" + trainer_yaml.INIT + """\
     model:
       name: vision_transformer
       image_size: [224, 224]
@@ -318,27 +239,9 @@ VIT_PARAMS = """\
       filter_size: 3072
       num_classes: 1000
       layer_norm_epsilon: 1.0e-06
-    optimizer:
-      AdamW:
-        betas: [0.9, 0.999]
-        weight_decay: 0.03
-    schedulers:
-    - LinearLR:
-        initial_learning_rate: 0.003
-        end_learning_rate: 0.0003
-        total_iters: 200
-    precision:
-      enabled: true
-      fp16_type: cbfloat16
-      max_gradient_norm: 1.0
-    loop:
-      max_steps: 200
-      eval_frequency: 200
-      eval_steps: 10
-    checkpoint:
-      steps: 100
-    logging:
-      log_steps: 10
+""" + trainer_yaml.adamw("[0.9, 0.999]", "0.03")
+    + trainer_yaml.schedulers((0.003, 0.0003, 200)) + trainer_yaml.precision("cbfloat16")
+    + trainer_yaml.loop(200, 10, 100, 10) + """\
     seed: 1
   fit:
     train_dataloader:
@@ -363,16 +266,16 @@ VIT_PARAMS = """\
 #      shuffle: false
 #  validate:
 #    val_dataloader: *val_dataloader
-"""
+""")
 
-DIT_PARAMS = """\
+DIT_PARAMS = ("""\
 # DiT with 2B parameters, patches of 2 x 2 on 32 x 32 x 4 latents of ImageNet, for one
 # CS-3. As the ALCF docs run it (400 steps):
 #   cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/vision/dit
 #   cp {root}/params_dit_2B_patchsize_2x2_modified.yaml configs/
 #   cszoo fit configs/params_dit_2B_patchsize_2x2_modified.yaml --job_labels name=DiT \\
 #       --model_dir model_dir_dit
-""" + _INIT + """\
+""" + trainer_yaml.INIT + """\
     model:
       name: dit
       latent_size: [32, 32]
@@ -386,27 +289,9 @@ DIT_PARAMS = """\
       num_diffusion_steps: 1000
       beta_start: 0.0001
       beta_end: 0.02
-    optimizer:
-      AdamW:
-        betas: [0.9, 0.999]
-        weight_decay: 0.0
-    schedulers:
-    - LinearLR:
-        initial_learning_rate: 0.002
-        end_learning_rate: 0.002
-        total_iters: 400
-    precision:
-      enabled: true
-      fp16_type: bfloat16
-      max_gradient_norm: 1.0
-    loop:
-      max_steps: 400
-      eval_frequency: 400
-      eval_steps: 10
-    checkpoint:
-      steps: 200
-    logging:
-      log_steps: 20
+""" + trainer_yaml.adamw("[0.9, 0.999]", "0.0")
+    + trainer_yaml.schedulers((0.002, 0.002, 400)) + trainer_yaml.precision("bfloat16")
+    + trainer_yaml.loop(400, 10, 200, 20) + """\
     seed: 1
   fit:
     train_dataloader:
@@ -416,7 +301,7 @@ DIT_PARAMS = """\
       shuffle: true
       shuffle_seed: 1
       num_workers: 8
-"""
+""")
 
 
 def _fill(template: str, **paths: str) -> str:
@@ -549,27 +434,22 @@ def build(out: str | Path, datasets_out: str | Path, *, prefix: str = PREFIX,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m aitestbed.datasets.cerebras_r210",
-        description="Write the synthetic sample datasets of the current ALCF docs' Cerebras "
-                    "example programs (Release 2.10.0), with their trainer YAMLs")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="the tree shown as /software/cerebras/dataset")
-    parser.add_argument("--datasets-out", type=Path, required=True,
-                        help="the tree shown as /software/datasets")
-    parser.add_argument("--prefix", default=PREFIX,
-                        help=f"where --out is seen on the cluster (default {PREFIX})")
-    parser.add_argument("--datasets-prefix", default=DATASETS_PREFIX,
-                        help=f"where --datasets-out is seen (default {DATASETS_PREFIX})")
-    parser.add_argument("--seed", type=int, default=SEED, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    try:
-        built = build(args.out, args.datasets_out, prefix=args.prefix,
-                      datasets_prefix=args.datasets_prefix, seed=args.seed)
-    except OSError as err:
-        parser.exit(1, f"cerebras_r210: {err}\n")
-    for path in built:
-        print(f"{path}: synthetic sample datasets (Release 2.10)")
+    command.main(
+        argv, "cerebras_r210",
+        "Write the synthetic sample datasets of the current ALCF docs' Cerebras example "
+        "programs (Release 2.10.0), with their trainer YAMLs",
+        [command.out_option("the tree shown as /software/cerebras/dataset"),
+         ("--datasets-out", {"type": Path, "required": True,
+                             "help": "the tree shown as /software/datasets"}),
+         ("--prefix", {"default": PREFIX,
+                       "help": f"where --out is seen on the cluster (default {PREFIX})"}),
+         ("--datasets-prefix", {"default": DATASETS_PREFIX,
+                                "help": f"where --datasets-out is seen (default "
+                                        f"{DATASETS_PREFIX})"}),
+         command.seed_option(SEED)],
+        lambda args: [f"{path}: synthetic sample datasets (Release 2.10)" for path in build(
+            args.out, args.datasets_out, prefix=args.prefix,
+            datasets_prefix=args.datasets_prefix, seed=args.seed)])
 
 
 if __name__ == "__main__":

@@ -42,7 +42,6 @@ is built once, atomically (aitestbed.datasets.build_once), and holds a README.
 
 from __future__ import annotations
 
-import argparse
 import struct
 import sys
 import zlib
@@ -50,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aitestbed.datasets import build_once
+from aitestbed.datasets import build_once, command, trainer_yaml
 from aitestbed.datasets.gpt_corpus import EOS, Grammar, vocabulary
 
 PREFIX = "/software/cerebras/dataset"
@@ -71,32 +70,48 @@ BERT_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "masked_lm_posi
 GPTJ_MSL, GPTJ_FILES, GPTJ_SEQUENCES_PER_FILE = 2048, 2, 32
 SEVERSTAL_IMAGES, SEVERSTAL_HEIGHT, SEVERSTAL_WIDTH = 320, 32, 200
 
+
+def _inputs(loader: str) -> str:
+    """A params file's train_input and eval_input: the same loader (its `{training}` True
+    for training, False for evaluation), shuffled for training only."""
+    return "\n".join(
+        f"{section}:\n" + loader.replace("{training}", str(training))
+        + ("    shuffle: True\n    shuffle_seed: 1\n" if training else "    shuffle: False\n")
+        + "    num_workers: 8\n" for section, training in (("train_input", True),
+                                                          ("eval_input", False)))
+
+
+def _training(learning_rate: str, weight_decay_rate: str, max_steps: int,
+              clip: bool = True) -> str:
+    """A params file's optimizer (AdamW, dynamic loss scaling) and runconfig."""
+    return f"""optimizer:
+    optimizer_type: "AdamW"
+    learning_rate: {learning_rate}
+    weight_decay_rate: {weight_decay_rate}
+""" + ("    max_gradient_norm: 1.0\n" if clip else "") + f"""\
+    loss_scaling_factor: "dynamic"
+
+runconfig:
+    max_steps: {max_steps}
+    log_steps: 100
+    checkpoint_steps: {max_steps}
+    seed: 1
+"""
+
+
 # The params files: the full-size models, data paths under {prefix}.
 BERT_PARAMS = """\
 # BERT-large, maximum sequence length 128, on the sample dataset (for both training
 # and evaluation).
 
-train_input:
+""" + _inputs("""\
     data_processor: "BertCSVDataProcessor"
     data_dir: "{data}/train"
     vocab_file: "{data}/vocab.txt"
     max_sequence_length: 128
     max_predictions_per_seq: 20
     batch_size: 1024
-    shuffle: True
-    shuffle_seed: 1
-    num_workers: 8
-
-eval_input:
-    data_processor: "BertCSVDataProcessor"
-    data_dir: "{data}/train"
-    vocab_file: "{data}/vocab.txt"
-    max_sequence_length: 128
-    max_predictions_per_seq: 20
-    batch_size: 1024
-    shuffle: False
-    num_workers: 8
-
+""") + """
 model:
     vocab_size: 30522
     hidden_size: 1024
@@ -111,43 +126,19 @@ model:
     disable_nsp: False
     mixed_precision: True
 
-optimizer:
-    optimizer_type: "AdamW"
-    learning_rate: 0.002
-    weight_decay_rate: 0.01
-    max_gradient_norm: 1.0
-    loss_scaling_factor: "dynamic"
-
-runconfig:
-    max_steps: 1000
-    log_steps: 100
-    checkpoint_steps: 1000
-    seed: 1
-"""
+""" + _training("0.002", "0.01", 1000)
 
 GPTJ_PARAMS = """\
 # GPT-J 6B, sequence length 2048, on the sample dataset. Written for two CS-2
 # systems: python run.py CSX --num_csx=2 --params configs/params_gptj_6B_sampleds.yaml ...
 
-train_input:
+""" + _inputs("""\
     data_processor: "GptNpyDataProcessor"
     data_dir: "{data}/train"
     vocab_size: 50400
     max_sequence_length: 2048
     batch_size: 130
-    shuffle: True
-    shuffle_seed: 1
-    num_workers: 8
-
-eval_input:
-    data_processor: "GptNpyDataProcessor"
-    data_dir: "{data}/train"
-    vocab_size: 50400
-    max_sequence_length: 2048
-    batch_size: 130
-    shuffle: False
-    num_workers: 8
-
+""") + """
 model:
     vocab_size: 50400
     position_embedding_type: "rotary"
@@ -169,51 +160,23 @@ model:
     layer_norm_epsilon: 1.0e-5
     mixed_precision: True
 
-optimizer:
-    optimizer_type: "AdamW"
-    learning_rate: 0.003
-    weight_decay_rate: 0.1
-    max_gradient_norm: 1.0
-    loss_scaling_factor: "dynamic"
-
-runconfig:
-    max_steps: 500
-    log_steps: 100
-    checkpoint_steps: 500
-    seed: 1
-"""
+""" + _training("0.003", "0.1", 500)
 
 SEVERSTAL_PARAMS = """\
 # UNet, binary segmentation of defect class 3 of the Severstal steel defect images,
 # read from the raw dataset (train.csv and train_images/).
 
-train_input:
+""" + _inputs("""\
     data_processor: "SeverstalBinaryClassDataProcessor"
     data_dir: "{data}"
     image_shape: [256, 256, 1]
     num_classes: 2
     class_id: 3
     train_test_split: 0.85
-    augment_data: True
+    augment_data: {training}
     normalize_data_method: "zero_centered"
     batch_size: 32
-    shuffle: True
-    shuffle_seed: 1
-    num_workers: 8
-
-eval_input:
-    data_processor: "SeverstalBinaryClassDataProcessor"
-    data_dir: "{data}"
-    image_shape: [256, 256, 1]
-    num_classes: 2
-    class_id: 3
-    train_test_split: 0.85
-    augment_data: False
-    normalize_data_method: "zero_centered"
-    batch_size: 32
-    shuffle: False
-    num_workers: 8
-
+""") + """
 model:
     name: "UNet"
     nonlinearity: "ReLU"
@@ -231,21 +194,10 @@ model:
     loss: "bce"
     mixed_precision: True
 
-optimizer:
-    optimizer_type: "AdamW"
-    learning_rate: 0.003
-    weight_decay_rate: 0.0
-    loss_scaling_factor: "dynamic"
-
-runconfig:
-    max_steps: 1000
-    log_steps: 100
-    checkpoint_steps: 1000
-    seed: 1
-"""
+""" + _training("0.003", "0.0", 1000, clip=False)
 
 
-OWT_PARAMS = """\
+OWT_PARAMS = ("""\
 # Cerebras-GPT 111M (GPT-3 architecture) on the sample OpenWebText set, for one CS-3
 # (aitestbed's own config, in Release 2.10's trainer format). As the ALCF docs run it:
 #   cd ~/R_2.10.0/modelzoo/src/cerebras/modelzoo/models/nlp/gpt3
@@ -254,10 +206,7 @@ OWT_PARAMS = """\
 #       --model_dir model_dir_gpt3_111m
 # To restart from the checkpoint, raise max_steps (e.g. to 800) and add
 # --checkpoint_path=model_dir_gpt3_111m/checkpoint_400.mdl
-trainer:
-  init:
-    backend:
-      backend_type: CSX
+""" + trainer_yaml.INIT + """\
     model:
       name: gpt3
       hidden_size: 768
@@ -272,34 +221,9 @@ trainer:
       layer_norm_epsilon: 1.0e-05
       use_projection_bias_in_attention: true
       use_ffn_bias: true
-    optimizer:
-      AdamW:
-        betas: [0.9, 0.95]
-        eps: 1.0e-08
-        weight_decay: 0.1
-    schedulers:
-    - SequentialLR:
-        schedulers:
-        - LinearLR:
-            initial_learning_rate: 0.0
-            end_learning_rate: 0.003
-            total_iters: 40
-        - LinearLR:
-            initial_learning_rate: 0.003
-            end_learning_rate: 0.0003
-            total_iters: 760
-    precision:
-      enabled: true
-      fp16_type: bfloat16
-      max_gradient_norm: 1.0
-    loop:
-      max_steps: 400
-      eval_frequency: 400
-      eval_steps: 100
-    checkpoint:
-      steps: 400
-    logging:
-      log_steps: 20
+""" + trainer_yaml.adamw("[0.9, 0.95]", "0.1", eps="1.0e-08")
+    + trainer_yaml.warmup_then_decay(0.003, 40, 760) + trainer_yaml.precision("bfloat16")
+    + trainer_yaml.loop(400, 100, 400, 20) + """\
     seed: 1
   fit:
     train_dataloader:
@@ -319,7 +243,7 @@ trainer:
       num_workers: 1
   validate:
     val_dataloader: *val_dataloader
-"""
+""")
 
 
 def params_text(template: str, data_dir: str) -> str:
@@ -561,23 +485,17 @@ def build(out: str | Path, *, prefix: str = PREFIX, seed: int = SEED) -> list[Pa
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m aitestbed.datasets.cerebras_samples",
-        description="Write the synthetic sample datasets of the Cerebras BERT, GPT-J and "
-                    "UNet examples, with their params files")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="the dataset directory, e.g. /software/cerebras/dataset")
-    parser.add_argument("--prefix", default=PREFIX,
-                        help="the directory the params files' data paths start with, where "
-                             f"--out is seen on the cluster (default {PREFIX})")
-    parser.add_argument("--seed", type=int, default=SEED, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    try:
-        built = build(args.out, prefix=args.prefix, seed=args.seed)
-    except OSError as err:
-        parser.exit(1, f"cerebras_samples: {err}\n")
-    for path in built:
-        print(f"{path}: synthetic sample dataset")
+    command.main(
+        argv, "cerebras_samples",
+        "Write the synthetic sample datasets of the Cerebras BERT, GPT-J and UNet examples, "
+        "with their params files",
+        [command.out_option("the dataset directory, e.g. /software/cerebras/dataset"),
+         ("--prefix", {"default": PREFIX,
+                       "help": "the directory the params files' data paths start with, where "
+                               f"--out is seen on the cluster (default {PREFIX})"}),
+         command.seed_option(SEED)],
+        lambda args: [f"{path}: synthetic sample dataset"
+                      for path in build(args.out, prefix=args.prefix, seed=args.seed)])
 
 
 if __name__ == "__main__":
