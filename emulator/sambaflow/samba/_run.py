@@ -147,6 +147,13 @@ class _Loaded:
                     group[key] = value
 
 
+def _forward(model: torch.nn.Module, inputs, bf16: bool) -> tuple | list:
+    """The model's outputs on inputs (under bfloat16 autocast for a bf16 PEF), a sequence."""
+    with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+        outputs = model(*inputs)
+    return outputs if isinstance(outputs, tuple | list) else (outputs,)
+
+
 def _copy_weights(model: torch.nn.Module, *, to_rdu: bool) -> torch.nn.Module:
     """Copy each parameter's weights to its RDU twin (to_rdu) or back from it."""
     with torch.no_grad():
@@ -287,13 +294,7 @@ class Runner:
                 for twin in loaded.rdu_parameters:
                     twin.grad = None
                 with widen:
-                    if loaded.bf16:
-                        with torch.autocast("cpu", dtype=torch.bfloat16):
-                            outputs = model(*inputs)
-                    else:
-                        outputs = model(*inputs)
-                if not isinstance(outputs, tuple | list):
-                    outputs = (outputs,)
+                    outputs = _forward(model, inputs, loaded.bf16)
                 differentiated = outputs[loaded.loss_index]
                 differentiated.backward(self._output_gradient(loaded, differentiated,
                                                               output_tensors))
@@ -309,13 +310,7 @@ class Runner:
                 seconds = loaded.step_seconds
             else:
                 with torch.no_grad(), widen:
-                    if loaded.bf16:
-                        with torch.autocast("cpu", dtype=torch.bfloat16):
-                            outputs = model(*inputs)
-                    else:
-                        outputs = model(*inputs)
-                if not isinstance(outputs, tuple | list):
-                    outputs = (outputs,)
+                    outputs = _forward(model, inputs, loaded.bf16)
                 seconds = loaded.forward_seconds
         finally:
             for module, name, parameter, _twin in slots:
