@@ -1,8 +1,11 @@
-"""Mark tests by folder: tests/unit -> unit, tests/cluster -> cluster."""
+"""Mark tests by folder: tests/unit -> unit, tests/cluster -> cluster; and the tiers
+(tests/tiers.py: presubmit and slow)."""
 
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.tiers"]
 
 
 def pytest_collection_modifyitems(items):
