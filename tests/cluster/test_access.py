@@ -5,6 +5,8 @@ import pytest
 
 from .conftest import LOGIN_NODES, NODES
 
+pytestmark = pytest.mark.presubmit
+
 
 @pytest.mark.parametrize("login", LOGIN_NODES)
 def test_practice_user_logs_in_with_the_generated_ssh_config(cluster, login):

@@ -19,6 +19,8 @@ from aitestbed.node import guide
 
 from .conftest import Cluster
 
+pytestmark = pytest.mark.presubmit
+
 PROFILE = "alcf-2026-mini"
 LOGIN = "cer-login-04"
 GC_LOGIN = "gc-login-03"
@@ -132,6 +134,7 @@ def test_the_docs_gpt3_run(testbed, gpt3):
     assert execute[8].startswith("cer-cs3-0") and "name=gpt3_111m,user=learner" in execute
 
 
+@pytest.mark.slow("a second 400-step GPT-3 run, restarted from the checkpoint (restart)")
 def test_restart_from_the_checkpoint_finds_the_cached_compile(testbed, gpt3):
     rc, out = on_usernode(testbed, RESTART, timeout=900)
     assert rc == 0, out
@@ -169,6 +172,7 @@ EXAMPLES = "\n" + guide.script(cs_guide.CS3_ENTER, cs_guide.cs3_run(cs_guide.ESM
                                cs_guide.cs3_run(cs_guide.DIT)) + "\n"
 
 
+@pytest.mark.slow("two more example programs (ESM-2, DiT): every example beyond the first")
 def test_the_docs_example_programs_esm2_and_dit(testbed, gpt3):
     rc, out = on_usernode(testbed, EXAMPLES, timeout=900)
     assert rc == 0, out

@@ -2,7 +2,12 @@
 
 import re
 
+import pytest
+
 from .conftest import NODES
+
+pytestmark = pytest.mark.slow("site.yml over every node again (about 250 tasks, 137 s) to see it "
+                              "change nothing")
 
 
 def _recap(output: str) -> dict[str, dict[str, int]]:

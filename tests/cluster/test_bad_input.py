@@ -18,6 +18,8 @@ from .test_cerebras import VENV as CEREBRAS_VENV
 from .test_graphcore_sdk import SDK, WHEEL_33, on_poplar
 from .test_sambanova_sdk import LENET_VENV, SN30, on_node
 
+pytestmark = pytest.mark.presubmit
+
 TRACEBACK = "Traceback (most recent call last)"
 GC_LOGIN = "gc-login-01"
 SN_LOGIN = "sambanova"

@@ -18,6 +18,8 @@ from aitestbed.cerebras import guide as cs_guide
 from aitestbed.host.driver import wait_for
 from aitestbed.node import guide
 
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
+
 LOGIN = "cer-login-01"
 POLL = 0.5  # seconds between two looks at a job
 MGMT = "cer-mgmt-01"
@@ -188,6 +190,7 @@ def test_csctl_help_and_version(cluster):
     assert rc == 0 and "usage: csctl cancel" in out and "csctl version 2.1.1" in out
 
 
+@pytest.mark.slow("times a cancel of a running job against a two-second bound (timing)")
 def test_cancel_stops_a_running_job_within_two_seconds(cluster, release_2_1_1):
     start_run(cluster, "cancelme", scale=0.3)
     job = wait_for(lambda: execute_job_of(cluster, "cancelme", "RUNNING"), 120, POLL,
@@ -206,6 +209,7 @@ def test_cancel_stops_a_running_job_within_two_seconds(cluster, release_2_1_1):
     assert rc == 1 and "has already ended (CANCELLED)" in out
 
 
+@pytest.mark.slow("two runs back to back, a 2-CSX job then a queued 1-CSX one (load)")
 def test_jobs_queue_first_come_first_served(cluster, release_2_1_1):
     """A two-system job, then a one-system job: the second waits for the first."""
     start_run(cluster, "two_csx", "--num_csx=2", scale=0.3)
@@ -262,6 +266,7 @@ def test_a_user_cannot_cancel_or_label_another_users_job(cluster):
         admin.run("kubectl delete wsjob -n job-operator wsjob-someoneelsesjob000000")
 
 
+@pytest.mark.slow("kills the scheduler and the agent mid-job (fault)")
 def test_killed_scheduler_and_agent_leave_nothing_stuck(cluster, release_2_1_1):
     start_run(cluster, "survivor", scale=0.3)
     job = wait_for(lambda: execute_job_of(cluster, "survivor", "RUNNING"), 120, POLL, "RUNNING")
@@ -278,6 +283,7 @@ def test_killed_scheduler_and_agent_leave_nothing_stuck(cluster, release_2_1_1):
     assert active == []
 
 
+@pytest.mark.slow("kills the client mid-job and waits out the 30 s heartbeat timeout (fault)")
 def test_a_job_whose_client_died_is_cancelled(cluster, release_2_1_1):
     # Half the real pace: the execute job (about 85 s of device time) still runs when the
     # 30 s without heartbeats are up; the compile waits 30 s, not 60.
@@ -335,6 +341,7 @@ def test_the_manifests_apply_to_a_kubernetes_api_server(cluster):
     assert "rolebinding.rbac.authorization.k8s.io/wsjob-scheduler created" in result.stdout
 
 
+@pytest.mark.slow("takes the session cluster down and up (restart)")
 def test_jobs_survive_down_and_up(cluster, smoketest):
     """The API's data is on the management node's own volume."""
     before = {j["metadata"]["name"] for j in csctl_jobs(cluster)}

@@ -12,6 +12,8 @@ import re
 
 import pytest
 
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
+
 LOGIN = "cer-login-01"
 VENV = "source ~/R_1.9.1/venv_pt/bin/activate"
 WHEEL = "/opt/cerebras/wheels/cerebras_pytorch-1.9.1+1cf4d0632b-cp311-cp311-linux_x86_64.whl"
@@ -83,6 +85,7 @@ def test_fc_mnist_sample(cluster, release_1_9_1):
     assert re.search(r"Training Complete\. Completed 64000 sample\(s\) in [\d.]+ seconds\.", out)
 
 
+@pytest.mark.slow("a second model of the 1.9.1 run workflow (fc_mnist is presubmit)")
 def test_unet_example(cluster, release_1_9_1):
     out = run_example(cluster, "vision/pytorch/unet", (
         "cp /software/cerebras/dataset/severstal-steel-defect-detection/"
@@ -96,6 +99,7 @@ def test_unet_example(cluster, release_1_9_1):
     assert "Monitoring returned" in out
 
 
+@pytest.mark.slow("a second model and its calibrated GlobalRate (the guide: 6493 samples/s)")
 def test_bert_example(cluster, release_1_9_1):
     out = run_example(cluster, "transformers/pytorch/bert", (
         "cp /software/cerebras/dataset/bert_large/bert_large_MSL128_sampleds.yaml "
@@ -111,6 +115,7 @@ def test_bert_example(cluster, release_1_9_1):
     assert re.search(r"Training Complete\. Completed 1024000 sample\(s\) in [\d.]+ seconds\.", out)
 
 
+@pytest.mark.slow("a second model, on both CS-2s, and its calibrated rate (33.98 samples/s)")
 def test_gptj_example_on_two_systems(cluster, release_1_9_1):
     out = run_example(cluster, "transformers/pytorch/gptj", (
         "cp /software/cerebras/dataset/gptj/params_gptj_6B_sampleds.yaml "

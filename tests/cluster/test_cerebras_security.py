@@ -31,6 +31,8 @@ from .test_cerebras import (
     start_run,
 )
 
+pytestmark = pytest.mark.presubmit
+
 ATTACKER = "mallory"
 PEOPLE = {"accounts": [{"name": ATTACKER, "uid": 21101, "systems": ["cerebras"]}],
           "projects": []}

@@ -17,7 +17,7 @@ import pytest
 from aitestbed.host.driver import aitestbed
 from aitestbed.host.inventory import project_root
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
 
 EXAMPLES = project_root() / "examples" / "ci"
 
@@ -56,6 +56,7 @@ def test_the_example_scripts_run_on_each_system(cluster, tmp_path):
     assert "Training completed successfully!" in Path(cs["output_file"]).read_text()
 
 
+@pytest.mark.slow("the CI script brings a whole cluster of its own up and down (a few minutes)")
 def test_the_ci_script_brings_a_cluster_up_runs_and_tears_it_down(tmp_path):
     """What action.yml's steps do: up (outputs for later steps), run, down (twice: the
     second finds nothing and still succeeds)."""

@@ -16,7 +16,7 @@ import docker
 import pytest
 from aitestbed.host.driver import aitestbed, wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
 
 OK = """#!/bin/bash
 #SBATCH --time=5
@@ -115,6 +115,7 @@ def test_a_cerebras_script_runs_on_the_login_node_and_times_out(cluster, project
     assert procs.strip() == "0"
 
 
+@pytest.mark.slow("kills a node under a running job, then up repairs it (fault)")
 def test_a_node_that_dies_under_the_job_is_reported_not_waited_for(cluster, project):
     done: dict = {}
 
@@ -193,6 +194,7 @@ def test_the_pytest_plugin_on_a_running_cluster(cluster, project):
     assert result.returncode == 0 and "2 passed" in result.stdout, result.stdout + result.stderr
 
 
+@pytest.mark.slow("the pytest plugin brings up a cluster of its own and destroys it (about 3 min)")
 def test_the_pytest_plugin_brings_up_a_cluster_of_its_own_and_destroys_it(project):
     env = {k: v for k, v in os.environ.items() if k != "AITESTBED_CLUSTER"}
     env["AITESTBED_SYSTEMS"] = "graphcore"

@@ -25,6 +25,8 @@ from aitestbed.host.naming import container_name
 
 from .conftest import Cluster
 
+pytestmark = pytest.mark.presubmit
+
 LOGIN = "gc-login-01"
 NODE = "gc-poplar-01"
 ADDRESS = "127.0.0.2"
@@ -194,6 +196,7 @@ def test_begin_and_reset_to_an_exercises_start(room):
     assert out.strip().endswith("before"), out
 
 
+@pytest.mark.slow("starts and stops background load of other users' jobs (load)")
 def test_background_load_makes_real_queues_then_leaves_nothing(room):
     """`load start`: other users' jobs hold IPUs and one waits with (Resources), as learners
     see in squeue; a learner's small job still starts; `load stop` leaves nothing of them.

@@ -15,7 +15,7 @@ from aitestbed.classroom.snapshot import PASSED, Watcher
 from aitestbed.classroom.web import PageServer
 from aitestbed.exercises.session import Session
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
 
 INTERVAL = 2.0
 ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts"

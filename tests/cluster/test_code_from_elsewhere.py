@@ -10,6 +10,10 @@ from __future__ import annotations
 import subprocess
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.presubmit
+
 GC_LOGIN, POPLAR = "gc-login-01", "gc-poplar-02"  # gc-poplar-01 is closed to users
 
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import subprocess
 
 import docker
+import pytest
 from aitestbed.host import egress
 from aitestbed.host.naming import front_network_name, network_name
 
 from .conftest import LOGIN_NODES
+
+pytestmark = pytest.mark.presubmit
 
 COMPUTE = "gc-poplar-01"
 

@@ -19,6 +19,8 @@ from aitestbed.node import guide
 LOGIN, GC_LOGIN, GC_NODE, SN_LOGIN, SN_NODE = ("cer-login-01", "gc-login-01", "gc-poplar-02",
                                                "sambanova", "sn30-r1-h1")
 
+pytestmark = pytest.mark.presubmit
+
 
 def exercise(cluster, *args: str) -> subprocess.CompletedProcess:
     return cluster.cli("exercise", *args, check=False)
@@ -158,6 +160,7 @@ def test_a_wrong_attempt_is_named_in_the_hint(cluster, newcomer):
     assert "(python) FAILED)" in check.stdout
 
 
+@pytest.mark.slow("the scripted learner does all 12 exercises (`make rehearse`, about 3 min)")
 def test_a_scripted_learner_passes_every_exercise(cluster):
     """`make rehearse` on this cluster: a new user onboarded with the staff's playbook does
     each exercise's steps as the guide gives them (venvs, trainings, jobs, scp, ssh -L),

@@ -13,6 +13,8 @@ from aitestbed.host.driver import wait_for
 
 from .conftest import LOGIN_NODES
 
+pytestmark = pytest.mark.presubmit
+
 FATAL = re.compile(r"^runsv \S+: fatal: .*$", re.M)
 SV_PID = re.compile(r"^run: \S+: \(pid (\d+)\)")
 

@@ -14,6 +14,8 @@ from aitestbed.graphcore import guide as gc_guide
 from aitestbed.host.driver import terminal_view
 from aitestbed.node import guide
 
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
+
 LOGIN = "gc-login-01"
 POPLAR = "gc-poplar-02"
 SDK = gc_guide.GC_SDK
@@ -107,6 +109,7 @@ def test_mnist_trains_for_real_under_srun_and_fills_the_cache(cluster, workspace
     assert ".popef" in text
 
 
+@pytest.mark.slow("a second MNIST epoch, from the cache, against the guide's calibrated times")
 def test_sbatch_reuses_the_cached_executable(cluster, workspace):
     """The guide's batch script; the second run finds the .popef and skips compiling."""
     rc, out = on_poplar(cluster, in_venv(f"""cd {MNIST_DIR}
@@ -122,6 +125,7 @@ cat mnist-poptorch-output.log"""), timeout=900)
     assert float(re.search(r"Accuracy on test set: ([\d.]+)%", text).group(1)) >= 90.0
 
 
+@pytest.mark.slow("ResNet-50 on four replicas with calibrated compile time and throughput (scale)")
 def test_poprun_runs_resnet50_with_four_replicas(cluster, workspace):
     rc, out = on_poplar(cluster, in_venv(
         "mkdir -p ~/graphcore/tmp/pt_cache/ && export PYTORCH_CACHE_DIR=~/graphcore/tmp/pt_cache/\n"

@@ -13,6 +13,8 @@ import textwrap
 
 import pytest
 
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
+
 LOGIN, POPLAR = "gc-login-01", "gc-poplar-02"
 SDK_ROOT = "/software/graphcore/poplar_sdk/3.1.0"
 TF_WHEEL = "tensorflow-2.13.1+gc3.1.0+246224+2b7af067dae+amd_znver1-cp311-cp311-linux_x86_64.whl"
@@ -75,6 +77,7 @@ def test_without_srun_there_is_no_ipu(cluster, tf_venv):
         "Poplar driver ?)"), out
 
 
+@pytest.mark.slow("the guide's 4 MNIST epochs and their calibrated times (13 s, then 222 us/step)")
 def test_mnist_trains_for_real_under_srun_in_the_documented_time(cluster, tf_venv):
     rc, out = on_poplar(cluster, f"{ACTIVATE}\ncd {MNIST_DIR}\n"
                                  "/opt/slurm/bin/srun --ipus=1 python mnist.py", timeout=900)

@@ -20,6 +20,8 @@ from aitestbed.node import guide
 
 from .conftest import Cluster
 
+pytestmark = pytest.mark.presubmit
+
 PROFILE = "alcf-2026-mini"
 LOGIN = "groq-login-01"
 NODES = ("groq-r01-gn-01", "groq-r01-gn-02")
@@ -98,6 +100,7 @@ def test_a_batch_job_the_docs_way_holds_the_nodes_eight_cards(testbed):
     assert lines[2] in NODES and lines[3:] == ["8", "8", "oops"], out
 
 
+@pytest.mark.slow("three exclusive jobs fill the rack and the third queues (queueing under load)")
 def test_place_excl_keeps_jobs_apart_and_the_third_waits(testbed):
     """Two exclusive jobs run on different nodes; a third queues (Q) until one ends;
     qhold holds it (H), qrls releases it, qdel removes it."""
@@ -216,6 +219,7 @@ def test_an_interactive_job_the_docs_way(testbed):
     assert re.search(r"qsub: job \d+\.groq-r01-control completed", out), out
 
 
+@pytest.mark.slow("restarts the PBS server's container (restart)")
 def test_queued_jobs_survive_a_restart_of_the_pbs_server(testbed):
     """PBS's promise: a held job and the job history are in the server's datastore (a
     volume), so a restart of the server's container keeps them."""

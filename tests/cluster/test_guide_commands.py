@@ -3,6 +3,10 @@ names on SambaNova, `python` on the SN10 nodes, man pages, htop, and screen as a
 
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.presubmit
+
 
 def test_the_sambanova_nodes_full_names_resolve_from_the_login_node(cluster):
     # "The full name is sn30-r1-h1.ai.alcf.anl.gov and it may also be used."

@@ -17,7 +17,7 @@ from aitestbed.graphcore import guide as gc_guide
 from aitestbed.host.systems.sambanova import write_sambanova_docs
 from aitestbed.node import guide
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE_PDFS = ["accuracy-debugging-tools.pdf", "compiler-options.pdf",

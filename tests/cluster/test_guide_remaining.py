@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+pytestmark = pytest.mark.presubmit
+
 GC_LOGIN, POPLAR = "gc-login-01", "gc-poplar-02"
 SN_LOGIN, SN30, SN10 = "sambanova", "sn30-r1-h1", "sm-01"
 NO_TORCHVISION = ("ERROR: Could not find a version that satisfies the requirement "

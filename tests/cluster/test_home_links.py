@@ -5,6 +5,8 @@ import docker
 import pytest
 from aitestbed.host.driver import wait_for
 
+pytestmark = pytest.mark.presubmit
+
 NODE = "sm-02"  # the review's node; a compute node the test user does not log in to here
 
 

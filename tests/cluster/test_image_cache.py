@@ -25,7 +25,7 @@ from aitestbed.host import imagecache, images
 from aitestbed.host.driver import AITESTBED
 from aitestbed.host.errors import AitestbedError
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
 
 REGISTRY = "/usr/bin/docker-registry"
 
@@ -52,6 +52,7 @@ def _tag(client, source: str, target: str) -> None:
     client.images.get(source).tag(*target.rsplit(":", 1))
 
 
+@pytest.mark.slow("2.7 GB of real images through docker save | zstd and back (about 60 s)")
 def test_real_images_survive_a_save_and_load_and_up_builds_nothing(cluster, client, scratch,
                                                                     monkeypatch, tmp_path):
     # The session's cluster built this checkout's images under the default prefix.

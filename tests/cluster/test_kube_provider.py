@@ -29,7 +29,9 @@ from aitestbed.host.driver import cli_argv
 
 from .conftest import mini_testbed
 
-pytestmark = [pytest.mark.cluster, pytest.mark.kube]
+pytestmark = [pytest.mark.cluster, pytest.mark.kube,
+              pytest.mark.slow("a testbed on a Kubernetes test cluster: binaries built from Go, "
+                               "the class images pushed, a lost worker")]
 
 LOGIN, NODE = "gc-login-01", "gc-poplar-02"
 NODES = {"gc-login-01", "gc-slurmctld", "gc-poplar-01", "gc-poplar-02"}

@@ -21,7 +21,9 @@ import pytest
 
 from .conftest import Kube
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.slow("a Kubernetes test cluster of its own (its binaries built from Go "
+                               "once per machine)")]
 
 BASE_IMAGE = os.environ.get("AITESTBED_BASE_IMAGE", "aitestbed/base:bookworm")
 # A small image with a shell, glibc's resolver (getent) and busybox (httpd, wget).

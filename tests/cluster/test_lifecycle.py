@@ -4,8 +4,11 @@ import json
 import socket
 
 import docker
+import pytest
 
 from .conftest import LOGIN_NODES, NODES
+
+pytestmark = pytest.mark.presubmit
 
 
 def _started_at(cluster):
@@ -29,6 +32,7 @@ def test_up_on_a_running_cluster_changes_nothing(cluster):
     assert _started_at(cluster) == before
 
 
+@pytest.mark.slow("stops a node behind the CLI's back, up repairs it (fault)")
 def test_a_node_stopped_behind_the_clis_back_is_repaired_by_up(cluster):
     docker.from_env().containers.get(cluster.container("gc-poplar-02")).stop()
     status = cluster.cli("status")
@@ -72,6 +76,7 @@ def test_down_then_up_keeps_home_and_projects_and_a_taken_port_is_a_clear_error(
     assert cluster.ssh("sambanova", "cat kept.txt").stdout == "kept\n"
 
 
+@pytest.mark.slow("brings up a second cluster of its own (about 3 min)")
 def test_a_second_cluster_lives_beside_the_first(cluster, tmp_path):
     from .conftest import Cluster
 
@@ -87,6 +92,7 @@ def test_a_second_cluster_lives_beside_the_first(cluster, tmp_path):
     assert f"{len(NODES)}/{len(NODES)} nodes ready" in cluster.cli("status").stderr
 
 
+@pytest.mark.slow("removes a node's container, up recreates it (fault)")
 def test_a_node_removed_behind_the_clis_back_is_recreated_with_its_identity(cluster):
     docker.from_env().containers.get(cluster.container("sn30-r1-h1")).remove(force=True)
     assert "missing" in cluster.cli("status").stdout
@@ -97,6 +103,7 @@ def test_a_node_removed_behind_the_clis_back_is_recreated_with_its_identity(clus
     assert result.stdout.split() == ["sn30-r1-h1", "10001"]
 
 
+@pytest.mark.slow("recreates the Slurm and SambaNova containers twice (up --recreate)")
 def test_nodes_on_older_images_are_reported_and_replaced_keeping_data_and_queued_jobs(
         cluster, monkeypatch):
     """A checkout with new code: `up` names the nodes left on older images, and

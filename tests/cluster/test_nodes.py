@@ -4,6 +4,8 @@ import pytest
 
 from .conftest import NODES, SAMBANOVA_NODES
 
+pytestmark = pytest.mark.presubmit
+
 
 def test_hostname_is_the_node_name(cluster, node):
     assert cluster.host(node).check_output("hostname") == node

@@ -14,6 +14,8 @@ import yaml
 from aitestbed.host import passcode
 from aitestbed.host.driver import wait_for
 
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
+
 PEOPLE = {
     "accounts": [
         {"name": "alice", "uid": 21001, "systems": ["cerebras"]},
@@ -73,6 +75,7 @@ def fresh_code(cluster, user: str) -> str:
     return cluster.cli("passcode", user).stdout.strip()
 
 
+@pytest.mark.slow("a full onboard-user playbook re-run to show it changes nothing")
 def test_onboarding_again_changes_nothing(cluster, people, onboarded):
     result = playbook(cluster, people, "onboard-user", "-e", "user=alice,bob,carol,dave")
     assert result.returncode == 0, result.stdout[-3000:]
@@ -176,6 +179,7 @@ def test_bad_onboarding_requests_fail_clearly(cluster, people, onboarded, args, 
     assert not cluster.host("gc-login-01").user("erin").exists  # nothing half-created
 
 
+@pytest.mark.slow("a full join-project playbook run; a refused request's path is presubmit")
 def test_joining_a_project_twice_is_refused(cluster, people, onboarded):
     first = playbook(cluster, people, "join-project", "-e", "user=bob", "-e", "project=proj1")
     assert first.returncode == 0, first.stdout[-3000:]
@@ -185,12 +189,14 @@ def test_joining_a_project_twice_is_refused(cluster, people, onboarded):
     assert "bob is already a member of project proj1" in again.stdout
 
 
+@pytest.mark.slow("one more refused playbook request (its rule is unit-tested)")
 def test_joining_an_ended_project_is_refused(cluster, people, onboarded):
     result = playbook(cluster, people, "join-project", "-e", "user=carol", "-e", "project=done1")
     assert result.returncode != 0
     assert "project done1 ended on 2025-01-31" in result.stdout
 
 
+@pytest.mark.slow("one more refused playbook request (its rule is unit-tested)")
 def test_a_bad_pin_is_refused(cluster, tmp_path, onboarded):
     bad = tmp_path / "bad.yml"
     bad.write_text(yaml.safe_dump({"accounts": [
@@ -199,6 +205,7 @@ def test_a_bad_pin_is_refused(cluster, tmp_path, onboarded):
     assert result.returncode != 0 and "the PIN must be 4 digits" in result.stdout
 
 
+@pytest.mark.slow("three expire-project playbook runs, the last a purge")
 def test_project_data_is_purged_only_when_due_and_confirmed(cluster, people, onboarded):
     early = playbook(cluster, people, "expire-project", "-e", "project=proj1",
                      "-e", "today=2027-07-01")
@@ -240,6 +247,7 @@ def fresh_code_or_none(cluster, user: str):
     return result.stdout.strip()
 
 
+@pytest.mark.slow("a second offboarding playbook run (archive policy); offboarding is presubmit")
 def test_offboarding_can_archive_the_home(cluster, people, onboarded):
     sambanova = cluster.host("sambanova")
     sambanova.run("runuser -u carol -- sh -c 'echo results > /home/carol/results.txt'")
@@ -261,6 +269,7 @@ def wsjob_manifest(name: str, user: str, wafers: int) -> str:
                  "request": "{}"}})
 
 
+@pytest.mark.slow("a third offboarding playbook run, with a queued wsjob on the appliance")
 def test_offboarding_cancels_the_users_queued_wsjobs(cluster, people, onboarded):
     """alice's job waits behind another user's job holding both CS-2s; offboarding cancels
     hers through the appliance's scheduler and leaves the other user's alone."""

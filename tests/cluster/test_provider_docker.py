@@ -9,6 +9,8 @@ from aitestbed.host.provider import NodeGone
 
 from .conftest import NODES
 
+pytestmark = pytest.mark.presubmit
+
 
 @pytest.fixture(scope="module")
 def where(cluster):

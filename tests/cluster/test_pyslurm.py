@@ -8,6 +8,8 @@ import json
 import pytest
 from aitestbed.host.driver import wait_for
 
+pytestmark = pytest.mark.presubmit
+
 LOGIN = "gc-login-01"
 REPORT = """
 import json, pyslurm

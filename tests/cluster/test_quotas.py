@@ -9,6 +9,8 @@ import json
 import pytest
 import yaml
 
+pytestmark = pytest.mark.presubmit
+
 LOGIN = "gc-login-01"
 MIB = 2**20
 HEADROOM = 32 * MIB  # over the home's usage: du and btrfs' own count differ by a little

@@ -15,6 +15,8 @@ import pytest
 from aitestbed.node import guide
 from aitestbed.sambanova import guide as sn_guide
 
+pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
+
 LOGIN = "sambanova"
 SN30 = "sn30-r1-h1"
 SN10 = "sm-01"
@@ -131,6 +133,7 @@ cat pef/lenet/output.log""")
                      r"/var/log/sambaflow/runtime/sn\.log", out), out
 
 
+@pytest.mark.slow("the guide's full logreg epoch (60,000 steps) and its accuracy")
 def test_logreg_compile_test_run_reaches_the_guides_accuracy(cluster, starters):
     rc, out = on_node(cluster, SN30, f"""set -e
 source /opt/sambaflow/apps/starters/logreg/venv/bin/activate
@@ -146,6 +149,7 @@ srun python logreg.py run --pef="pef/logreg/logreg.pef" """)
     assert accuracy and float(accuracy.group(1)) >= 88, out
 
 
+@pytest.mark.slow("a second starter model of the compile/run workflow (LeNet is presubmit)")
 def test_ffn_mnist_with_the_default_output_folder(cluster, starters):
     rc, out = on_node(cluster, SN30, f"""set -e
 source /opt/sambaflow/apps/starters/ffn_mnist/venv/bin/activate
@@ -198,6 +202,7 @@ scancel $(cat job.id)""")
     assert all(re.search(rf"\d+ +{cluster.user} python lenet\.py run", ln) for ln in busy), out
 
 
+@pytest.mark.slow("the guide's eight UNet2d instances and their calibrated rates (scale)")
 def test_unet2d_eight_data_parallel_instances(cluster):
     rc, out = on_node(cluster, SN30, """set -e
 mkdir -p ~/apps/image/unet && cd ~/apps/image/unet
@@ -221,6 +226,7 @@ chmod +x Unet2d.sh unet_batch.sh
     assert all(500 <= r <= 900 for r in rates), rates
 
 
+@pytest.mark.slow("the guide's GPT 1.5B script and its calibrated train time (200-300 s)")
 def test_gpt15_single_instance_script(cluster):
     rc, out = on_node(cluster, SN30, """set -e
 mkdir -p ~/apps/nlp/Gpt1.5B_single && cd ~/apps/nlp/Gpt1.5B_single
@@ -237,6 +243,7 @@ grep -h "e2e_train_time" /data/ANL/results/$(hostname)/$USER/gpt_single_test/GPT
     assert float(summary.group(3)) < 6.0  # the tiny GPT learned (it starts near ln 512)
 
 
+@pytest.mark.slow("a second model: SN10 UNet compile, test and run as three batch jobs")
 def test_sn10_unet_compile_test_run_with_sbatch(cluster):
     rc, out = on_node(cluster, SN10, """set -e
 source /software/sambanova/envs/sn_env.sh

@@ -7,6 +7,10 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
+
+pytestmark = pytest.mark.presubmit
+
 GC_LOGIN = "gc-login-01"
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from aitestbed.host.driver import wait_for
 
+pytestmark = pytest.mark.presubmit
+
 LOGIN = "gc-login-01"
 FILES = Path(__file__).parent / "files"
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import time
 
 import docker
+import pytest
 from aitestbed.host.driver import wait_for
+
+pytestmark = pytest.mark.slow("restarts the controller and kills a node under running jobs "
+                              "(faults)")
 
 LOGIN = "gc-login-01"
 POLL = 1.0  # seconds between two looks

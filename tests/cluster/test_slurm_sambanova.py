@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.presubmit
+
 FILES = Path(__file__).parent / "files"
 
 

@@ -15,6 +15,8 @@ import pytest
 from aitestbed.exercises.checks import http_get
 from aitestbed.host.driver import wait_for
 
+pytestmark = pytest.mark.presubmit
+
 SN_LOGIN, SN30 = "sambanova", "sn30-r1-h1"
 # The guide's 6006 and 16006 plus 100: "Using port numbers other than these may avoid
 # collisions with other users" (and with the port-forwarding exercise's test).

@@ -6,10 +6,13 @@ import json
 import shlex
 import subprocess
 
+import pytest
 import yaml
 from aitestbed.host.driver import wait_for
 
 from .conftest import AITESTBED
+
+pytestmark = pytest.mark.presubmit
 
 CALL = """python3 - <<'EOF'
 import json, urllib.request, urllib.error

@@ -303,6 +303,7 @@ def _table_rows(out: str) -> dict[str, list[str]]:
             for line in out.splitlines() if line.startswith("|  ")}
 
 
+@pytest.mark.slow("a second GroqFlow proof point (MiniLM is presubmit): about 85 s")
 def test_bert_tiny_proof_point_end_to_end(tmp_path, chips):
     """--build trains BERT-tiny once (~15 s) and builds it; --execute (rebuild="never") loads
     the cached weights and build, and compares the GroqChip's accuracy with the CPU's."""

@@ -57,6 +57,7 @@ def test_the_release_is_installable_and_has_the_documented_layout():
     assert not (MODELZOO / "STANDALONE").exists()
 
 
+@pytest.mark.slow("the docs' GPT-3 run with its restart and validation (about 85 s)")
 def test_the_docs_gpt3_run_restart_and_validate(tmp_path, owt):
     """running-a-model-or-program.md: cp the yaml, cszoo fit, then the checkpoint restart."""
     config = tmp_path / "111m_modified.yaml"
@@ -97,6 +98,7 @@ def test_the_docs_gpt3_run_restart_and_validate(tmp_path, owt):
     assert check.returncode == 0 and "Evaluation completed successfully!" in check.stdout
 
 
+@pytest.mark.slow("two CS-3 systems data parallel (scale, about 35 s)")
 def test_two_cs3_systems_run_data_parallel(tmp_path, owt):
     config = tmp_path / "c.yaml"
     params = yaml.safe_load((owt / "111m_modified.yaml").read_text())

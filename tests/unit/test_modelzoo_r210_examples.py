@@ -54,7 +54,13 @@ def software(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
+# One example program on every change; each other one, up to 2 min, in the slow tier.
+PRESUBMIT_EXAMPLE = "vit"
+SLOW_EXAMPLE = pytest.mark.slow("every example program of the docs beyond one (up to 2 min each)")
+
+
+@pytest.mark.parametrize("name", [name if name == PRESUBMIT_EXAMPLE else
+                                  pytest.param(name, marks=SLOW_EXAMPLE) for name in EXAMPLES])
 def test_the_docs_example_program(name, software, tmp_path):
     directory, source, label, model_dir, steps, rate, checkpoints, samples = EXAMPLES[name]
     work = tmp_path / directory

@@ -216,6 +216,7 @@ def test_run_without_snd_finds_no_rdu(logreg_pef, tmp_path):
     assert "no RDU device found" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow("the guide's full logreg epoch (about 45 s)")
 def test_logreg_trains_for_real_and_the_runtime_logs_its_session(snd, logreg_pef, mnist_dir,
                                                                  tmp_path):
     result = run(logreg_pef, "run", "--pef=pef/logreg/logreg.pef",
