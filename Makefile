@@ -10,13 +10,14 @@ NAME ?= $(or $(AITESTBED_CLUSTER),aitestbed)
 AITESTBED := $(BIN)/aitestbed --name $(NAME)
 
 .PHONY: help venv engine images cluster-up cluster-down cluster-destroy status test \
-        test-unit test-cluster lint bench lock clean rehearse kube-test-cluster \
+        test-all test-slow test-unit test-cluster lint bench lock clean rehearse kube-test-cluster \
         kube-test-cluster-down
 
 help:
 	@echo "make cluster-up [PROFILE=alcf|mini|alcf-2026|alcf-2026-mini] [SYSTEMS=graphcore,sambanova] [NAME=aitestbed]"
 	@echo "               [PROVIDER=kubernetes REGISTRY=HOST:PORT/PREFIX]   (docs/kubernetes.md)"
-	@echo "make test        unit tests, then cluster tests on a cluster of their own"
+	@echo "make test        the presubmit tier: unit tests, then cluster tests on a cluster of their own"
+	@echo "make test-all    both tiers: adds the slow tier (docs/testing.md)"
 	@echo "make cluster-down | cluster-destroy | status | lint | bench"
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -69,15 +70,32 @@ kube-test-cluster-down: venv
 # The unit tests first, fast and without containers: a failure there stops before a
 # cluster is brought up. (The MNIST archive a few of them use is fetched into
 # build/downloads on first use, the same cache the image build fills.)
+# `make test` is the presubmit tier (every change, CI); `make test-all` adds the slow tier
+# (the guide's full epochs and timings, faults and restarts, scale, clusters of their own).
+# Every cluster test says which tier it is in (tests/tiers.py; docs/testing.md).
+PHASE := bash scripts/phase.sh
+PRESUBMIT := -m "not slow"
+# The profiles the cluster tests bring up (a subset's nodes run from its profile's images).
+TEST_IMAGES := for p in mini alcf-2026-mini; do $(BIN)/aitestbed build --profile $$p || exit; done
+
 test: venv engine
-	$(BIN)/pytest -n auto tests/unit
-	$(BIN)/pytest --durations=15 tests/cluster
+	@$(PHASE) "unit tests (presubmit)" $(BIN)/pytest -n auto $(PRESUBMIT) --durations=25 tests/unit
+	@$(PHASE) "images (built where their inputs changed)" bash -c '$(TEST_IMAGES)'
+	@$(PHASE) "cluster tests (presubmit)" $(BIN)/pytest $(PRESUBMIT) --durations=25 tests/cluster
+
+test-all: venv engine
+	@$(PHASE) "unit tests (all)" $(BIN)/pytest -n auto --durations=25 tests/unit
+	@$(PHASE) "images (built where their inputs changed)" bash -c '$(TEST_IMAGES)'
+	@$(PHASE) "cluster tests (all)" $(BIN)/pytest --durations=25 tests/cluster
 
 test-unit: venv
-	$(BIN)/pytest -n auto tests/unit
+	$(BIN)/pytest -n auto $(PRESUBMIT) tests/unit
 
 test-cluster: venv engine
-	$(BIN)/pytest --durations=15 tests/cluster
+	$(BIN)/pytest $(PRESUBMIT) --durations=25 tests/cluster
+
+test-slow: venv engine
+	$(BIN)/pytest -m slow --durations=25 tests/unit tests/cluster
 
 lint: venv
 	$(BIN)/ruff check emulator tests playbooks/library
