@@ -141,7 +141,8 @@ def test_a_node_that_dies_under_the_job_is_reported_not_waited_for(cluster, proj
 @pytest.mark.parametrize("args, message", [
     (["--system", "graphcore", "missing.sh"], "no such script"),
     (["--system", "graphcore", "--user", "nobody", "ok.sh"], "unknown user 'nobody'"),
-    (["--system", "groq", "ok.sh"], "Invalid value for '--system'"),
+    (["--system", "tpu", "ok.sh"], "Invalid value for '--system'"),
+    (["--system", "groq", "ok.sh"], "this cluster has no groq system (bring it up with"),
     (["--system", "graphcore", "weights.ckpt"], "left out of the copy by .gitignore"),
 ])
 def test_bad_input_is_one_line_and_exit_125(cluster, project, args, message):
