@@ -95,7 +95,9 @@ test-cluster: venv engine
 	$(BIN)/pytest $(PRESUBMIT) --durations=25 tests/cluster
 
 test-slow: venv engine
-	$(BIN)/pytest -m slow --durations=25 tests/unit tests/cluster
+	@$(PHASE) "unit tests (slow)" $(BIN)/pytest -n auto -m slow --durations=25 tests/unit
+	@$(PHASE) "images (built where their inputs changed)" bash -c '$(TEST_IMAGES)'
+	@$(PHASE) "cluster tests (slow)" $(BIN)/pytest -m slow --durations=25 tests/cluster
 
 lint: venv
 	$(BIN)/ruff check emulator tests playbooks/library
