@@ -212,6 +212,52 @@ def test_what_comes_back_cannot_write_outside_the_output_dir(tmp_path):
     assert not (destination / "link").exists()
 
 
+
+def _hostile_git_config(pwned: Path) -> bytes:
+    return f'[core]\n\tfsmonitor = "touch {pwned}; false"\n'.encode()
+
+
+def test_a_jobs_git_directory_never_comes_back(tmp_path):
+    """D15 (security-review.md): a job writes .git/config with a core.fsmonitor command;
+    brought back, `git status` or `aitestbed run -C` there would run it as this machine's
+    user. Nothing under a .git, at any depth or case, comes back."""
+    pwned = tmp_path / "pwned"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, payload in [(".git/config", _hostile_git_config(pwned)),
+                              (".git/HEAD", b"ref: refs/heads/main\n"),
+                              (".git/objects/info/packs", b""),
+                              (".git/refs/heads/.keep", b""),
+                              ("sub/.GIT/config", _hostile_git_config(pwned)),
+                              ("result.txt", b"data"), (".gitignore", b"*.log\n")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    destination = tmp_path / "out"
+    assert transfer.unpack(buffer.getvalue(), destination) == [".gitignore", "result.txt"]
+    assert not (destination / ".git").exists() and not (destination / "sub").exists()
+    assert transfer.is_git_metadata("a/.Git/hooks/x") and not transfer.is_git_metadata(
+        "a/.github/ci.yml")
+
+
+def test_run_dash_c_on_a_hostile_repository_runs_none_of_its_commands(tmp_path):
+    """The other half of D15: a directory that is a repository whose .git/config names a
+    command (an output brought back by an older aitestbed, a hostile checkout): listing
+    its files for the copy runs nothing. Plain `git ls-files` there does run it (the
+    attack is real on this git)."""
+    repo, pwned = tmp_path / "repo", tmp_path / "pwned"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "job.sh").write_text("echo hi\n")
+    with open(repo / ".git" / "config", "ab") as config:
+        config.write(_hostile_git_config(pwned))
+    assert transfer.select(repo) == ["job.sh"]
+    assert not pwned.exists()
+    subprocess.run(["git", "-C", str(repo), "ls-files", "--others"], capture_output=True,
+                   check=False)
+    assert pwned.exists(), "plain git ls-files did not run core.fsmonitor: the probe is void"
+
+
 # reports ------------------------------------------------------------------------------------
 def _report() -> RunReport:
     ok = JobResult("a.sh", "graphcore", "COMPLETED", 0, "7", duration_s=2.5, tail="fine")

@@ -4,8 +4,9 @@ Up: the directory's files (`.git` and what its `.gitignore` files name left out;
 git work tree, git's own answer), as a tar that the user's own `tar` unpacks on the
 login node, so nothing is written with more rights than the user has.
 Back: a tar the user's `tar` makes of the files the job created or changed, unpacked
-here with tarfile's `data` filter (no links out, no absolute paths, no devices): a job
-cannot make this machine write outside the output directory.
+here with tarfile's `data` filter (no links out, no absolute paths, no devices) and
+without anything under a `.git`: a job cannot make this machine write outside the output
+directory, nor leave a repository whose configuration git here would obey.
 """
 
 from __future__ import annotations
@@ -22,17 +23,23 @@ from aitestbed.host.jobrun.plan import PlanError
 MAX_UPLOAD = 2 << 30  # bytes; a larger directory is probably not a job's sources
 
 
+# git run on a directory a job may have written (`run -C` an earlier run's output): no
+# repository configuration may make it run a command (core.fsmonitor runs one on
+# ls-files; hooks and the others are not reached by rev-parse and ls-files).
+GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+
+
 def _git_files(directory: Path) -> list[str] | None:
     """Tracked and untracked-but-not-ignored files, if DIRECTORY is in a git work tree."""
     try:
-        inside = subprocess.run(["git", "-C", str(directory), "rev-parse",
+        inside = subprocess.run([*GIT, "-C", str(directory), "rev-parse",
                                  "--is-inside-work-tree"], capture_output=True, text=True,
                                 check=False)
     except FileNotFoundError:
         return None
     if inside.returncode or inside.stdout.strip() != "true":
         return None
-    listed = subprocess.run(["git", "-C", str(directory), "ls-files", "-z", "--cached",
+    listed = subprocess.run([*GIT, "-C", str(directory), "ls-files", "-z", "--cached",
                              "--others", "--exclude-standard", "--", "."],
                             capture_output=True, check=False)
     if listed.returncode:
@@ -118,11 +125,18 @@ def safe_name(name: str) -> str | None:
     return "/".join(parts)
 
 
+def is_git_metadata(name: str) -> bool:
+    """A path inside a `.git` directory (any depth, any case): a job's `.git/config` could
+    name a command (core.fsmonitor, hooks) that git on this machine would run."""
+    return any(part.lower() == ".git" for part in name.split("/"))
+
+
 def unpack(data: bytes, destination: Path) -> list[str]:
     """Unpack what the cluster sent back into DESTINATION; returns the files' relative
     names. Only regular files are written, at relative names without `..`, never through
-    a link, without set-id bits: whatever the job left there, nothing lands outside
-    DESTINATION. (tarfile's `data` filter does this on Python >= 3.11.4; Debian 12 has
+    a link, without set-id bits, never into a `.git` directory: whatever the job left
+    there, nothing lands outside DESTINATION and git here runs nothing of the job's.
+    (tarfile's `data` filter does the first part on Python >= 3.11.4; Debian 12 has
     3.11.2.)"""
     destination.mkdir(parents=True, exist_ok=True)
     root = destination.resolve()
@@ -130,7 +144,7 @@ def unpack(data: bytes, destination: Path) -> list[str]:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         for member in tar:
             name = safe_name(member.name)
-            if name is None or not member.isreg():
+            if name is None or not member.isreg() or is_git_metadata(name):
                 continue
             target = root / name
             if not target.parent.resolve().is_relative_to(root) or target.is_symlink():
