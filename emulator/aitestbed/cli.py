@@ -258,11 +258,16 @@ class _RunCommand(click.Command):
 @click.option("--quiet", "-q", is_flag=True, help="Do not stream the jobs' output.")
 @click.option("--keep", is_flag=True,
               help="Keep the run's copy on the cluster (~/aitestbed-runs/RUN).")
+@click.option("--max-output", default="256M", show_default=True, metavar="SIZE",
+              callback=lambda ctx, param, value: _size(value),
+              help="Bring back at most SIZE (K, M, G) of each script's files (the output "
+                   "file first, then the smallest); what is left is named, and stays on "
+                   "the cluster with --keep. A sparse file counts at its full size.")
 @click.pass_context
 def run_cmd(ctx: click.Context, scripts: tuple[str, ...], system: str, user: str | None,
             directory: Path, output_dir: Path, timeout: float | None,
             sbatch: tuple[str, ...], qsub: tuple[str, ...], junit: Path | None,
-            as_json: bool, quiet: bool, keep: bool) -> None:
+            as_json: bool, quiet: bool, keep: bool, max_output: int) -> None:
     """Run job SCRIPTS on a system of the cluster as a user, and exit with their result.
 
     \b
@@ -301,7 +306,8 @@ def run_cmd(ctx: click.Context, scripts: tuple[str, ...], system: str, user: str
         click.echo(f"aitestbed run: {message}", err=True)
 
     options = jobrun.Options(system, list(scripts), user, directory, output_dir, timeout,
-                             list(sbatch), keep, on_output, on_progress, qsub=list(qsub))
+                             list(sbatch), keep, on_output, on_progress, qsub=list(qsub),
+                             max_output=max_output)
     try:
         report = jobrun.run(ctx.obj["name"], options)
         if junit:
@@ -320,6 +326,13 @@ def run_cmd(ctx: click.Context, scripts: tuple[str, ...], system: str, user: str
     if as_json:
         click.echo(jobrun_report.as_json(report), nl=False)
     sys.exit(report.exit_code)
+
+
+def _size(text: str) -> int:
+    try:
+        return jobrun.parse_size(text)
+    except jobrun.PlanError as err:
+        raise click.BadParameter(str(err).removeprefix(f"--max-output {text!r}: ")) from None
 
 
 def login_command(command: tuple[str, ...], user: str | None) -> list[str]:

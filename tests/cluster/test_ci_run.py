@@ -80,22 +80,28 @@ def test_a_matrix_on_graphcore_reports_each_script_and_exits_with_the_failure(cl
 
 
 
-def test_a_jobs_git_directory_is_not_brought_back(cluster, project, tmp_path):
+def test_neither_a_jobs_git_directory_nor_a_huge_sparse_file_comes_back(cluster, project,
+                                                                       tmp_path):
     """D15 (security-review.md): a job leaves a .git whose config names a command; run
     brings back its other files only, so git on this machine (as root in CI) runs nothing
-    of the job's (`run -C` on a repository whose config names a command: test_jobrun)."""
+    of the job's (`run -C` on a repository whose config names a command: test_jobrun).
+    D16: a 2 GiB sparse file (nothing on the cluster's disk) kept run copying for 17 min;
+    it is now named and left there, within the default --max-output, at once."""
     pwned = tmp_path / "pwned-by-job"
     (project / "git.sh").write_text(
         "#!/bin/bash\nmkdir -p .git/objects/info .git/refs/heads\n"
         f"printf '[core]\\n\\tfsmonitor = \"touch {pwned}; false\"\\n' > .git/config\n"
         "echo 'ref: refs/heads/main' > .git/HEAD\n: > .git/objects/info/packs\n"
-        ": > .git/refs/heads/.keep\necho made > made.txt\n")
+        ": > .git/refs/heads/.keep\necho made > made.txt\ntruncate -s 2G sparse.bin\n")
     result = run(cluster, project, "--system", "graphcore", "--json", "git.sh")
     assert result.returncode == 0, result.stderr
+    assert ("git.sh: not brought back, over --max-output 256.0 MiB: sparse.bin (2.0 GiB)"
+            in result.stderr), result.stderr
     files = json.loads(result.stdout)["results"][0]["files"]
     assert "made.txt" in files and not [f for f in files if ".git/" in f], files
     back = outputs(project) / "git.sh"
     assert (back / "made.txt").read_text() == "made\n" and not (back / ".git").exists()
+    assert not (back / "sparse.bin").exists()
     status = subprocess.run(["git", "-C", str(back), "status"], capture_output=True,
                             text=True, check=False)
     assert not pwned.exists(), status.stderr

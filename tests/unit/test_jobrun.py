@@ -258,6 +258,32 @@ def test_run_dash_c_on_a_hostile_repository_runs_none_of_its_commands(tmp_path):
     assert pwned.exists(), "plain git ls-files did not run core.fsmonitor: the probe is void"
 
 
+
+def test_sizes_for_max_output():
+    assert plan.parse_size("256M") == 256 << 20 and plan.parse_size("1.5G") == 3 << 29
+    assert plan.parse_size("10") == 10 and plan.parse_size("2GiB") == 2 << 30
+    for bad in ("0", "-1M", "abc", "", "5T"):
+        with pytest.raises(PlanError, match="a size greater than 0"):
+            plan.parse_size(bad)
+    assert plan.human_size(2 << 30) == "2.0 GiB" and plan.human_size(999) == "999 B"
+
+
+def test_what_comes_back_fits_the_budget_output_file_first_then_the_smallest():
+    """D16 (security-review.md): a job's 2 GB sparse file (0 bytes on the cluster) kept
+    the host copying for 17 minutes. The listing's apparent sizes decide, before any
+    byte moves: what does not fit stays on the cluster and is named, largest first."""
+    listing = (b"2147483648 ./sparse.bin\0" b"400 ./slurm-7.out\0" b"10 ./a.txt\0"
+               b"120 ./results/b.txt\0" b"50 ./.git/config\0" b"90 ./c.txt\0" b"junk\0")
+    entries = transfer.parse_listing(listing)
+    assert entries[0] == ("./sparse.bin", 2 << 30) and len(entries) == 6
+    taken, left = transfer.choose(entries, 500, first="slurm-7.out")
+    assert [n for n, _ in taken] == ["./slurm-7.out", "./a.txt", "./c.txt"]
+    assert left == [("./sparse.bin", 2 << 30), ("./results/b.txt", 120)]
+    taken, left = transfer.choose(entries, 1 << 30)
+    assert [n for n, _ in taken][:2] == ["./a.txt", "./c.txt"] and len(taken) == 4
+    assert left == [("./sparse.bin", 2 << 30)]
+
+
 # reports ------------------------------------------------------------------------------------
 def _report() -> RunReport:
     ok = JobResult("a.sh", "graphcore", "COMPLETED", 0, "7", duration_s=2.5, tail="fine")

@@ -7,7 +7,15 @@ user, from this machine, and return their result (CI integration testing).
   report    JUnit XML and JSON
 """
 
-from aitestbed.host.jobrun.plan import TIMED_OUT, TOOL_ERROR, JobResult, RunReport
+from aitestbed.host.jobrun.plan import (
+           TIMED_OUT,
+           TOOL_ERROR,
+           JobResult,
+           PlanError,
+           RunReport,
+           parse_size,
+)
 from aitestbed.host.jobrun.runner import Options, run
 
-__all__ = ["TIMED_OUT", "TOOL_ERROR", "JobResult", "Options", "RunReport", "run"]
+__all__ = ["TIMED_OUT", "TOOL_ERROR", "JobResult", "Options", "PlanError", "RunReport",
+           "parse_size", "run"]

@@ -106,6 +106,24 @@ def check_scheduler_options(run: systems.RunTarget, sbatch: list[str] | tuple[st
         raise PlanError(f"--qsub: {title} scripts run on the login node, not under PBS")
 
 
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """--max-output SIZE: bytes, or with K, M or G (powers of 1024), as `du -h` prints."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?)i?B?\s*", text, re.I)
+    if not match or float(match.group(1)) <= 0:
+        raise PlanError(f"--max-output {text!r}: a size greater than 0, e.g. 500M or 2G")
+    return int(float(match.group(1)) * SIZE_UNITS[match.group(2).upper()])
+
+
+def human_size(size: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor:
+            return f"{size / factor:.1f} {unit}"
+    return f"{size} B"
+
+
 def sbatch_options(given: tuple[str, ...] | list[str]) -> list[str]:
     """--sbatch "OPTIONS" (repeatable), split as a shell splits them."""
     options: list[str] = []

@@ -117,6 +117,7 @@ class Options:
     on_output: Callable[[str, str], None] = lambda script, text: None  # streamed output
     on_progress: Callable[[str], None] = lambda message: None
     qsub: list[str] = field(default_factory=list)
+    max_output: int = transfer.MAX_OUTPUT  # bytes brought back per script
 
 
 # the cluster ------------------------------------------------------------------------------
@@ -227,17 +228,35 @@ def upload(remote: Remote, directory: Path, files: list[str], count: int,
     return Workspace(root, [f"{root}/{i}" for i in range(1, count + 1)])
 
 
-def bring_back(remote: Remote, workspace: Workspace, index: int, destination: Path) -> list[str]:
-    """Files the job created or changed in its directory (newer than the start marker)."""
-    workdir = workspace.dirs[index]
+def bring_back(remote: Remote, workspace: Workspace, index: int, destination: Path,
+               budget: int = transfer.MAX_OUTPUT, first: str = ""
+               ) -> tuple[list[str], list[tuple[str, int]]]:
+    """Files the job created or changed in its directory (newer than the start marker),
+    within BUDGET bytes: (the files brought back, those left on the cluster and their
+    sizes). Listed first, chosen here, then sent as a sparse-aware tar of only those."""
+    workdir = shlex.quote(workspace.dirs[index])
     marker = shlex.quote(workspace.marker(index + 1))
-    command = (f"cd {shlex.quote(workdir)} && find . -newer {marker}"
-               " \\( -type f -o -type l \\) -print0 | tar -c --null -T - -f -")
-    rc, out, err = remote.exec(["sh", "-c", command])
-    if rc and not out:
-        raise AitestbedError(f"bringing back {workdir} failed: "
+    rc, listing, err = remote.exec(["sh", "-c", f"cd {workdir} && find . -newer {marker} "
+                                    "\\( -type f -o -type l \\) -printf '%s %p\\0'"])
+    if rc and not listing:
+        raise AitestbedError(f"bringing back {workspace.dirs[index]} failed: "
                              f"{err.decode(errors='replace').strip()[-300:]}")
-    return transfer.unpack(out, destination)
+    taken, left = transfer.choose(transfer.parse_listing(listing), budget, first)
+    if not taken:
+        return [], left
+    names = shlex.quote(f"{workspace.root}/.{index + 1}.back")
+    wrote, _, err_text = remote.stdin(["sh", "-c", f"cat > {names}"],
+                                      b"".join(n.encode(errors="surrogateescape") + b"\0"
+                                               for n, _ in taken))
+    if wrote:
+        raise AitestbedError(f"bringing back {workspace.dirs[index]} failed: "
+                             f"{err_text.strip()[-300:]}")
+    rc, out, err = remote.exec(["sh", "-c", f"cd {workdir} && tar -c -S --null "
+                                f"-T {names} -f -; rm -f {names}"])
+    if rc and not out:
+        raise AitestbedError(f"bringing back {workspace.dirs[index]} failed: "
+                             f"{err.decode(errors='replace').strip()[-300:]}")
+    return transfer.unpack(out, destination), left
 
 
 def output_dir_of(options: Options, script: str) -> Path:
@@ -319,10 +338,18 @@ def _check(state: ClusterState, options: Options, user: str) -> list[str]:
 def _collect(remote: Remote, workspace: Workspace, index: int, result: JobResult,
              options: Options) -> None:
     destination = output_dir_of(options, result.script)
+    left: list[tuple[str, int]] = []
     try:
-        result.files = bring_back(remote, workspace, index, destination)
+        result.files, left = bring_back(remote, workspace, index, destination,
+                                        options.max_output, first=result.output_file)
     except AitestbedError as err:
         result.reason = result.reason or str(err)
+    if left:
+        shown = ", ".join(f"{name.removeprefix('./')} ({plan.human_size(size)})"
+                          for name, size in left[:5])
+        more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+        options.on_progress(f"{result.script}: not brought back, over --max-output "
+                            f"{plan.human_size(options.max_output)}: {shown}{more}")
     if result.output_file:
         result.output_file = str(destination / result.output_file)
 

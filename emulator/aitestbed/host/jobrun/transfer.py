@@ -125,6 +125,38 @@ def safe_name(name: str) -> str | None:
     return "/".join(parts)
 
 
+MAX_OUTPUT = 256 << 20  # bytes brought back per script unless --max-output says otherwise
+
+
+def parse_listing(listing: bytes) -> list[tuple[str, int]]:
+    """`find -printf '%s %p\\0'` output: (name, apparent size) in the order found."""
+    entries = []
+    for record in listing.split(b"\0"):
+        size, _, name = record.partition(b" ")
+        if size.isdigit() and name:
+            entries.append((name.decode(errors="surrogateescape"), int(size)))
+    return entries
+
+
+def choose(entries: list[tuple[str, int]], budget: int, first: str = ""
+           ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """What comes back within BUDGET bytes (apparent sizes: a sparse file counts as what it
+    would take here): FIRST (the job's output file) if it fits, then the smallest first so
+    one huge file does not crowd out the rest; what is left on the cluster, largest
+    first. `.git` is never taken (nor counted)."""
+    first = safe_name(first) or ""
+    wanted = sorted((e for e in entries if not is_git_metadata(safe_name(e[0]) or e[0])),
+                    key=lambda e: (safe_name(e[0]) != first, e[1], e[0]))
+    taken, left, used = [], [], 0
+    for name, size in wanted:
+        if used + size <= budget:
+            taken.append((name, size))
+            used += size
+        else:
+            left.append((name, size))
+    return taken, sorted(left, key=lambda e: (-e[1], e[0]))
+
+
 def is_git_metadata(name: str) -> bool:
     """A path inside a `.git` directory (any depth, any case): a job's `.git/config` could
     name a command (core.fsmonitor, hooks) that git on this machine would run."""
