@@ -223,27 +223,12 @@ OWT_PARAMS = ("""\
       use_ffn_bias: true
 """ + trainer_yaml.adamw("[0.9, 0.95]", "0.1", eps="1.0e-08")
     + trainer_yaml.warmup_then_decay(0.003, 40, 760) + trainer_yaml.precision("bfloat16")
-    + trainer_yaml.loop(400, 100, 400, 20) + """\
-    seed: 1
-  fit:
-    train_dataloader:
+    + trainer_yaml.loop(400, 100, 400, 20) + trainer_yaml.fit(*(f"""\
       data_processor: GptNpyDataProcessor
-      data_dir: {data}/train_msl2048
+      data_dir: {{data}}/{split}_msl2048
       max_sequence_length: 2048
       batch_size: 120
-      shuffle: true
-      shuffle_seed: 1
-      num_workers: 1
-    val_dataloader: &val_dataloader
-      data_processor: GptNpyDataProcessor
-      data_dir: {data}/val_msl2048
-      max_sequence_length: 2048
-      batch_size: 120
-      shuffle: false
-      num_workers: 1
-  validate:
-    val_dataloader: *val_dataloader
-""")
+""" for split in ("train", "val")), workers=1))
 
 
 def params_text(template: str, data_dir: str) -> str:
