@@ -67,18 +67,33 @@ FC_MNIST = Calibration("fc_mnist", 62_710, 1, 128, 1,
                            (157_300.30 + 125_599.14) / 2),
                        checkpoint_seconds=53.11996841430664 - 1_280_000 / 26_905.42,
                        compile_seconds=60.0, spread=0.12, overhead_seconds=0.0005)
-_BERT_TOTAL, _BERT_FIRST = 1_024_000 / 6_493.27, 102_400 / 4_597.49
-BERT = Calibration("bert", 335_000_000, 128, 1024, 1,
-                   step_seconds=(_BERT_TOTAL - _BERT_FIRST) / 900,
-                   startup_seconds=_BERT_FIRST - 100 * (_BERT_TOTAL - _BERT_FIRST) / 900,
-                   checkpoint_seconds=229.65675950050354 - _BERT_TOTAL,
-                   compile_seconds=420.0, spread=0.09, overhead_seconds=0.005)
-_GPTJ_TOTAL, _GPTJ_FIRST = 65_000 / 33.98, 13_000 / 33.83
-GPTJ = Calibration("gptj", 6_053_381_344, 2048, 130, 2,
-                   step_seconds=(_GPTJ_TOTAL - _GPTJ_FIRST) / 400,
-                   startup_seconds=_GPTJ_FIRST - 100 * (_GPTJ_TOTAL - _GPTJ_FIRST) / 400,
-                   checkpoint_seconds=2554.1804394721985 - _GPTJ_TOTAL,
-                   compile_seconds=1500.0, spread=0.003, overhead_seconds=0.05)
+
+
+def _from_global_rates(kind: str, parameters: int, seq_len: int, batch_size: int, num_csx: int,
+                       *, steps: int, rate_at_100: float, rate_at_end: float,
+                       documented_seconds: float, compile_seconds: float, spread: float,
+                       overhead_seconds: float) -> Calibration:
+    """A run timed from its GlobalRate at step 100 and at its last step (of `steps`): the
+    steady step from the steps between, the start-up what the first 100 took beyond
+    them, the checkpoint what the documented total took beyond the training."""
+    total = steps * batch_size / rate_at_end
+    first = 100 * batch_size / rate_at_100
+    return Calibration(kind, parameters, seq_len, batch_size, num_csx,
+                       step_seconds=(total - first) / (steps - 100),
+                       startup_seconds=first - 100 * (total - first) / (steps - 100),
+                       checkpoint_seconds=documented_seconds - total,
+                       compile_seconds=compile_seconds, spread=spread,
+                       overhead_seconds=overhead_seconds)
+
+
+BERT = _from_global_rates("bert", 335_000_000, 128, 1024, 1, steps=1000,
+                          rate_at_100=4_597.49, rate_at_end=6_493.27,
+                          documented_seconds=229.65675950050354, compile_seconds=420.0,
+                          spread=0.09, overhead_seconds=0.005)
+GPTJ = _from_global_rates("gptj", 6_053_381_344, 2048, 130, 2, steps=500,
+                          rate_at_100=33.83, rate_at_end=33.98,
+                          documented_seconds=2554.1804394721985, compile_seconds=1500.0,
+                          spread=0.003, overhead_seconds=0.05)
 # GPT-3 111M (Cerebras-GPT), the current docs' sample on one CS-3 (ALCF user guide,
 # cerebras/running-a-model-or-program.md, Release 2.10): 400 steps of batch 120 at
 # sequence 2048, "Processed 48000 training sample(s) in 820.575766695 seconds"; its

@@ -51,6 +51,14 @@ VIT_DIR, VIT_YAML = "vision_transformer", "params_vit_base_patch_16_imagenet_1k.
 IMAGENET_DIR, IMAGE_SIZE, IMAGE_CLASSES = "imagenet", 32, 16
 DIT_DIR, DIT_YAML, DIT_LATENT = "dit", "params_dit_2B_patchsize_2x2_modified.yaml", 8
 
+_BERT_LOADER = """\
+      data_processor: BertCSVDataProcessor
+      data_dir: {data}/msl128/train
+      vocab_file: {data}/msl128/vocab.txt
+      max_sequence_length: 128
+      max_predictions_per_seq: 20
+"""
+
 BERT_PARAMS = ("""\
 # BERT-large, maximum sequence length 128, on the sample dataset (training and
 # validation), for one CS-3. As the ALCF docs run it:
@@ -73,31 +81,9 @@ BERT_PARAMS = ("""\
       disable_nsp: false
 """ + trainer_yaml.adamw("[0.9, 0.999]", "0.01", eps="1.0e-06")
     + trainer_yaml.schedulers((0.002, 0.0002, 1000)) + trainer_yaml.precision("bfloat16")
-    + trainer_yaml.loop(1000, 220, 1000, 100) + """\
-    seed: 1
-  fit:
-    train_dataloader:
-      data_processor: BertCSVDataProcessor
-      data_dir: {data}/msl128/train
-      vocab_file: {data}/msl128/vocab.txt
-      max_sequence_length: 128
-      max_predictions_per_seq: 20
-      batch_size: 3720
-      shuffle: true
-      shuffle_seed: 1
-      num_workers: 8
-    val_dataloader: &val_dataloader
-      data_processor: BertCSVDataProcessor
-      data_dir: {data}/msl128/train
-      vocab_file: {data}/msl128/vocab.txt
-      max_sequence_length: 128
-      max_predictions_per_seq: 20
-      batch_size: 256
-      shuffle: false
-      num_workers: 8
-  validate:
-    val_dataloader: *val_dataloader
-""")
+    + trainer_yaml.loop(1000, 220, 1000, 100) + trainer_yaml.fit(
+        _BERT_LOADER + "      batch_size: 3720\n", _BERT_LOADER + "      batch_size: 256\n",
+        workers=8))
 
 
 def _lm_params(title: str, run: str, model: str, loop: str, data: str, msl: int,
@@ -109,23 +95,11 @@ def _lm_params(title: str, run: str, model: str, loop: str, data: str, msl: int,
       max_sequence_length: {msl}
       batch_size: {batch}
 """ + (f"      micro_batch_size: {micro}\n" if micro else "")
-    val = "".join(f"#{line}\n" if line else "#\n" for line in (
-        "    val_dataloader: &val_dataloader\n" + loader % "val"
-        + "      shuffle: false\n  validate:\n    val_dataloader: *val_dataloader"
-    ).splitlines())
     return (f"{title}\n{run}" + trainer_yaml.INIT + model
             + trainer_yaml.adamw("[0.9, 0.95]", "0.1", eps="1.0e-08")
             + trainer_yaml.warmup_then_decay(0.003, 20, 180) + trainer_yaml.precision("bfloat16")
-            + loop + """\
-    seed: 1
-  fit:
-    train_dataloader:
-""" + loader % "train" + """\
-      shuffle: true
-      shuffle_seed: 1
-      num_workers: 1
-# Validation is commented out to shorten the run; to validate, uncomment:
-""" + val + "\n")
+            + loop + trainer_yaml.fit(loader % "train", loader % "val", workers=1, commented=True)
+            + "\n")
 
 
 _LM_LOOP = trainer_yaml.loop(200, 10, 200, 50)
@@ -196,29 +170,13 @@ ESM_PARAMS = ("""\
       layer_norm_epsilon: 1.0e-05
 """ + trainer_yaml.adamw("[0.9, 0.98]", "0.01", eps="1.0e-08")
     + trainer_yaml.warmup_then_decay(0.004, 40, 360) + trainer_yaml.precision("cbfloat16")
-    + trainer_yaml.loop(400, 10, 200, 100) + """\
-    seed: 1
-  fit:
-    train_dataloader:
+    + trainer_yaml.loop(400, 10, 200, 100) + trainer_yaml.fit(*(f"""\
       data_processor: ESM2NpyDataProcessor
-      data_dir: {datasets}/ESM-2/train
+      data_dir: {{datasets}}/ESM-2/{split}
       max_sequence_length: 1026
       mlm_fraction: 0.15
       batch_size: 2048
-      shuffle: true
-      shuffle_seed: 1
-      num_workers: 1
-# Validation is commented out to shorten the run; to validate, uncomment:
-#    val_dataloader: &val_dataloader
-#      data_processor: ESM2NpyDataProcessor
-#      data_dir: {datasets}/ESM-2/val
-#      max_sequence_length: 1026
-#      mlm_fraction: 0.15
-#      batch_size: 2048
-#      shuffle: false
-#  validate:
-#    val_dataloader: *val_dataloader
-""")
+""" for split in ("train", "val")), workers=1, commented=True))
 
 VIT_PARAMS = ("""\
 # ViT-Base/16 on ImageNet-1k (the preprocessed sample set), for one CS-3.
@@ -241,32 +199,16 @@ VIT_PARAMS = ("""\
       layer_norm_epsilon: 1.0e-06
 """ + trainer_yaml.adamw("[0.9, 0.999]", "0.03")
     + trainer_yaml.schedulers((0.003, 0.0003, 200)) + trainer_yaml.precision("cbfloat16")
-    + trainer_yaml.loop(200, 10, 100, 10) + """\
-    seed: 1
-  fit:
-    train_dataloader:
+    + trainer_yaml.loop(200, 10, 100, 10) + trainer_yaml.fit(*(f"""\
       data_processor: ImageNetNpyDataProcessor
-      data_dir: {datasets}/imagenet
-      split: train
+      data_dir: {{datasets}}/imagenet
+      split: {split}
       image_size: [224, 224]
       num_classes: 1000
-      augment: true
+""" + augment + """\
       batch_size: 2850
-      shuffle: true
-      shuffle_seed: 1
-      num_workers: 8
-# Validation is commented out to shorten the run; to validate, uncomment:
-#    val_dataloader: &val_dataloader
-#      data_processor: ImageNetNpyDataProcessor
-#      data_dir: {datasets}/imagenet
-#      split: val
-#      image_size: [224, 224]
-#      num_classes: 1000
-#      batch_size: 2850
-#      shuffle: false
-#  validate:
-#    val_dataloader: *val_dataloader
-""")
+""" for split, augment in (("train", "      augment: true\n"), ("val", ""))),
+        workers=8, commented=True))
 
 DIT_PARAMS = ("""\
 # DiT with 2B parameters, patches of 2 x 2 on 32 x 32 x 4 latents of ImageNet, for one
@@ -291,17 +233,11 @@ DIT_PARAMS = ("""\
       beta_end: 0.02
 """ + trainer_yaml.adamw("[0.9, 0.999]", "0.0")
     + trainer_yaml.schedulers((0.002, 0.002, 400)) + trainer_yaml.precision("bfloat16")
-    + trainer_yaml.loop(400, 10, 200, 20) + """\
-    seed: 1
-  fit:
-    train_dataloader:
+    + trainer_yaml.loop(400, 10, 200, 20) + trainer_yaml.fit("""\
       data_processor: DiTLatentDataProcessor
       data_dir: {data}/train
       batch_size: 1168
-      shuffle: true
-      shuffle_seed: 1
-      num_workers: 8
-""")
+""", workers=8))
 
 
 def _fill(template: str, **paths: str) -> str:

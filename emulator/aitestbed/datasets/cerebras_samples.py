@@ -223,27 +223,12 @@ OWT_PARAMS = ("""\
       use_ffn_bias: true
 """ + trainer_yaml.adamw("[0.9, 0.95]", "0.1", eps="1.0e-08")
     + trainer_yaml.warmup_then_decay(0.003, 40, 760) + trainer_yaml.precision("bfloat16")
-    + trainer_yaml.loop(400, 100, 400, 20) + """\
-    seed: 1
-  fit:
-    train_dataloader:
+    + trainer_yaml.loop(400, 100, 400, 20) + trainer_yaml.fit(*(f"""\
       data_processor: GptNpyDataProcessor
-      data_dir: {data}/train_msl2048
+      data_dir: {{data}}/{split}_msl2048
       max_sequence_length: 2048
       batch_size: 120
-      shuffle: true
-      shuffle_seed: 1
-      num_workers: 1
-    val_dataloader: &val_dataloader
-      data_processor: GptNpyDataProcessor
-      data_dir: {data}/val_msl2048
-      max_sequence_length: 2048
-      batch_size: 120
-      shuffle: false
-      num_workers: 1
-  validate:
-    val_dataloader: *val_dataloader
-""")
+""" for split in ("train", "val")), workers=1))
 
 
 def params_text(template: str, data_dir: str) -> str:
@@ -254,6 +239,13 @@ def _readme(title: str, body: str) -> str:
     return (f"# {title} (synthetic)\n\nSYNTHETIC sample data written by the aitestbed emulator "
             "(`python -m aitestbed.datasets.cerebras_samples`)\nfor the reduced-scale models of "
             f"its Cerebras modelzoo; not the real dataset.\n\n{body}\n")
+
+
+def _write_docs(root: Path, params: Path, template: str, data_dir: str, title: str,
+                body: str) -> None:
+    """A dataset's params file (its data paths under data_dir) and its README."""
+    params.write_text(params_text(template, data_dir))
+    (root / "README.md").write_text(_readme(title, body))
 
 
 # --------------------------------------------------------------------------- BERT
@@ -320,29 +312,24 @@ def write_bert(root: Path, prefix: str, seed: int) -> None:
             columns = bert_sample(rng, grammar, ids)
             rows.append(",".join(" ".join(map(str, column)) for column in columns))
         (data / "train" / f"data-{index:05d}.csv").write_text("\n".join(rows) + "\n")
-    (root / BERT_YAML).write_text(params_text(BERT_PARAMS, f"{prefix}/{BERT_DIR}/msl128"))
-    (root / "README.md").write_text(_readme("bert_large", (
-        f"msl128/train/: {BERT_FILES} CSV files of {BERT_SAMPLES_PER_FILE} BERT pre-training "
-        f"samples of {BERT_MSL} tokens (columns {', '.join(BERT_COLUMNS)}), statically masked, "
-        "grammar-generated English-like text; msl128/vocab.txt: its word-level vocabulary of "
-        f"{len(words)} tokens. Seed {seed}.")))
+    _write_docs(root, root / BERT_YAML, BERT_PARAMS, f"{prefix}/{BERT_DIR}/msl128", "bert_large",
+                f"msl128/train/: {BERT_FILES} CSV files of {BERT_SAMPLES_PER_FILE} BERT "
+                f"pre-training samples of {BERT_MSL} tokens (columns {', '.join(BERT_COLUMNS)}), "
+                "statically masked, grammar-generated English-like text; msl128/vocab.txt: its "
+                f"word-level vocabulary of {len(words)} tokens. Seed {seed}.")
 
 
 # --------------------------------------------------------------------------- GPT-J
 
 
 def write_gptj(root: Path, prefix: str, seed: int) -> None:
-    data = root / "msl2048" / "train"
-    data.mkdir(parents=True)
-    for index in range(GPTJ_FILES):
-        np.save(data / f"data-{index:05d}.npy",
-                _gpt_sequences(seed, 3, index, GPTJ_SEQUENCES_PER_FILE, GPTJ_MSL))
-    (root / GPTJ_YAML).write_text(params_text(GPTJ_PARAMS, f"{prefix}/{GPTJ_DIR}/msl2048"))
-    (root / "README.md").write_text(_readme("gptj", (
-        f"msl2048/train/: {GPTJ_FILES} .npy files of {GPTJ_SEQUENCES_PER_FILE} sequences of "
-        f"{GPTJ_MSL} tokens, shape (sequences, 3, {GPTJ_MSL}) uint16: input_ids, attention_mask, "
-        "labels (the next token). Grammar-generated English-like text, word-level vocabulary "
-        f"of {len(vocabulary())} tokens (id 0 is {EOS}). Seed {seed}.")))
+    _write_gpt_files(root / "msl2048" / "train", seed, 3, GPTJ_FILES, GPTJ_SEQUENCES_PER_FILE)
+    _write_docs(root, root / GPTJ_YAML, GPTJ_PARAMS, f"{prefix}/{GPTJ_DIR}/msl2048", "gptj",
+                f"msl2048/train/: {GPTJ_FILES} .npy files of {GPTJ_SEQUENCES_PER_FILE} sequences "
+                f"of {GPTJ_MSL} tokens, shape (sequences, 3, {GPTJ_MSL}) uint16: input_ids, "
+                "attention_mask, labels (the next token). Grammar-generated English-like text, "
+                f"word-level vocabulary of {len(vocabulary())} tokens (id 0 is {EOS}). "
+                f"Seed {seed}.")
 
 
 def _gpt_sequences(seed: int, tag: int, index: int, sequences: int, length: int) -> np.ndarray:
@@ -359,21 +346,26 @@ def _gpt_sequences(seed: int, tag: int, index: int, sequences: int, length: int)
     return np.stack([inputs, np.ones_like(inputs), labels], axis=1)
 
 
+def _write_gpt_files(directory: Path, seed: int, tag: int, files: int, sequences: int) -> None:
+    """`files` .npy files (data-00000.npy, ...) of `sequences` GPT sequences each."""
+    directory.mkdir(parents=True)
+    for index in range(files):
+        np.save(directory / f"data-{index:05d}.npy",
+                _gpt_sequences(seed, tag, index, sequences, GPTJ_MSL))
+
+
 def write_owt(root: Path, prefix: str, seed: int) -> None:
     pytorch = root / "Pytorch"
     for split, files, tag in (("train_msl2048", OWT_TRAIN_FILES, 5),
                               ("val_msl2048", OWT_VAL_FILES, 6)):
-        (pytorch / split).mkdir(parents=True)
-        for index in range(files):
-            np.save(pytorch / split / f"data-{index:05d}.npy",
-                    _gpt_sequences(seed, tag, index, OWT_SEQUENCES_PER_FILE, GPTJ_MSL))
-    (pytorch / OWT_YAML).write_text(params_text(OWT_PARAMS, f"{prefix}/{OWT_DIR}/Pytorch"))
-    (root / "README.md").write_text(_readme("OWT", (
-        f"Pytorch/train_msl2048/ ({OWT_TRAIN_FILES} files) and val_msl2048/ ({OWT_VAL_FILES}): "
-        f".npy files of {OWT_SEQUENCES_PER_FILE} sequences of {GPTJ_MSL} tokens, shape "
-        f"(sequences, 3, {GPTJ_MSL}) uint16: input_ids, attention_mask, labels (the next "
-        f"token), in place of the pre-tokenised OpenWebText; Pytorch/{OWT_YAML}: the GPT-3 "
-        f"111M trainer config of the ALCF example. Seed {seed}.")))
+        _write_gpt_files(pytorch / split, seed, tag, files, OWT_SEQUENCES_PER_FILE)
+    _write_docs(root, pytorch / OWT_YAML, OWT_PARAMS, f"{prefix}/{OWT_DIR}/Pytorch", "OWT",
+                f"Pytorch/train_msl2048/ ({OWT_TRAIN_FILES} files) and val_msl2048/ "
+                f"({OWT_VAL_FILES}): .npy files of {OWT_SEQUENCES_PER_FILE} sequences of "
+                f"{GPTJ_MSL} tokens, shape (sequences, 3, {GPTJ_MSL}) uint16: input_ids, "
+                "attention_mask, labels (the next token), in place of the pre-tokenised "
+                f"OpenWebText; Pytorch/{OWT_YAML}: the GPT-3 111M trainer config of the ALCF "
+                f"example. Seed {seed}.")
 
 
 # --------------------------------------------------------------------------- Severstal

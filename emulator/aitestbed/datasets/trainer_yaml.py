@@ -53,3 +53,21 @@ def loop(max_steps: int, eval_steps: int, checkpoint_steps: int, log_steps: int)
     return (f"    loop:\n      max_steps: {max_steps}\n      eval_frequency: {max_steps}\n"
             f"      eval_steps: {eval_steps}\n    checkpoint:\n      steps: {checkpoint_steps}\n"
             f"    logging:\n      log_steps: {log_steps}\n")
+
+
+def fit(train: str, val: str = "", *, workers: int, commented: bool = False) -> str:
+    """The seed, then the fit section: the training dataloader of these fields (its
+    data_processor to batch_size), shuffled; the validation one of `val` (none if empty)
+    and the validate section, or both commented out (without num_workers) as the docs
+    ship the configs whose validation would lengthen the run."""
+    text = ("    seed: 1\n  fit:\n    train_dataloader:\n" + train
+            + f"      shuffle: true\n      shuffle_seed: 1\n      num_workers: {workers}\n")
+    if not val:
+        return text
+    validation = ("    val_dataloader: &val_dataloader\n" + val + "      shuffle: false\n"
+                  + ("" if commented else f"      num_workers: {workers}\n")
+                  + "  validate:\n    val_dataloader: *val_dataloader\n")
+    if not commented:
+        return text + validation
+    return (text + "# Validation is commented out to shorten the run; to validate, uncomment:\n"
+            + "".join(f"#{line}\n" for line in validation.splitlines()))

@@ -173,12 +173,20 @@ def graphcore_setup(learner: Learner, v: dict[str, str]) -> None:
     learner.hop(v["gc_login"], v["gc_node"], guide.script("set -e", gc_guide.GC_SETUP))
 
 
+def _on_node(learner: Learner, v: dict[str, str], system: str, lines: list[str],
+             marker: str, missing: str) -> None:
+    """The guide's lines, a `set -e` script, on the system's node (through its login
+    node); StepError "<missing>: <the output's tail>" when marker is not in what it printed."""
+    out = learner.hop(v[f"{system}_login"], v[f"{system}_node"],
+                      guide.script("set -e", *lines))
+    if marker not in out:
+        raise StepError(f"{missing}: {_tail(out)}")
+
+
 def graphcore_mnist(learner: Learner, v: dict[str, str]) -> None:
-    out = learner.hop(v["gc_login"], v["gc_node"], guide.script(
-        "set -e", "mkdir -p ~/tmp", gc_guide.GC_ENV, f"cd {gc_guide.MNIST_DIR}",
-        f"{gc_guide.MNIST_SRUN} {BRIEF_MNIST}"))
-    if "Accuracy on test set" not in out:
-        raise StepError(f"no accuracy in the output: {_tail(out)}")
+    _on_node(learner, v, "gc", ["mkdir -p ~/tmp", gc_guide.GC_ENV, f"cd {gc_guide.MNIST_DIR}",
+                                f"{gc_guide.MNIST_SRUN} {BRIEF_MNIST}"],
+             "Accuracy on test set", "no accuracy in the output")
 
 
 def _submit_and_wait(submit: str) -> str:
@@ -192,10 +200,8 @@ def _batch_job(learner: Learner, v: dict[str, str], system: str, setup: list[str
                submit: str, log: str, marker: str, missing: str) -> None:
     """On the system's node: the setup lines (which write the job script), the guide's
     sbatch line, a wait for the job to leave the queue, then marker in its log."""
-    out = learner.hop(v[f"{system}_login"], v[f"{system}_node"], guide.script(
-        "set -e", *setup, _submit_and_wait(submit), f"cat {log}"))
-    if marker not in out:
-        raise StepError(f"{missing}: {_tail(out)}")
+    _on_node(learner, v, system, [*setup, _submit_and_wait(submit), f"cat {log}"], marker,
+             missing)
 
 
 def graphcore_sbatch(learner: Learner, v: dict[str, str]) -> None:
@@ -206,11 +212,9 @@ def graphcore_sbatch(learner: Learner, v: dict[str, str]) -> None:
 
 
 def sambanova_lenet(learner: Learner, v: dict[str, str]) -> None:
-    out = learner.hop(v["sn_login"], v["sn_node"],
-                      guide.script("set -e", sn_guide.SN_STARTERS, guide.with_arguments(
-                          sn_guide.SN_LENET, sn_guide.LENET_RUN, BRIEF_LENET)))
-    if "Test passed" not in out:
-        raise StepError(f"the test step did not pass: {_tail(out)}")
+    _on_node(learner, v, "sn", [sn_guide.SN_STARTERS, guide.with_arguments(
+        sn_guide.SN_LENET, sn_guide.LENET_RUN, BRIEF_LENET)],
+             "Test passed", "the test step did not pass")
 
 
 def sambanova_sbatch(learner: Learner, v: dict[str, str]) -> None:

@@ -10,10 +10,13 @@ the model, the routes and the messages; this module holds the rest.
   `StateError` and its three kinds (`PlacementError` 409, `ForbiddenError` 403,
   `NotFoundError` 404) are what a model refuses, each with the HTTP status its
   client sees; `ProcessSessions` keeps a model's per-process sessions (`JobSession`)
-  and ends those whose process is gone.
+  and ends those whose process is gone; `NodeDevices` adds the jobs that hold a node's
+  devices and the job a session opens in.
 - The skeleton: `UnixJsonDaemon` owns the state file, journal and lock, and its
   `DaemonHandler` runs every request the same way (decode, lock, reap what died,
   route to the room's handler, save after a change, a state error to its status);
+  `NodeDevicesHandler` answers the routes every device daemon shares (node, jobs,
+  closing a session);
   `UnixJsonClient` is the client side (answers other than 200 and a daemon that is
   not running as the room's own error classes, derived from `DaemonError`).
 Standard library only: this runs on every node, inside the daemons' own Python.
@@ -269,6 +272,29 @@ class ProcessSessions(Generic[S]):
                                             default=-1))
 
 
+class NodeDevices(ProcessSessions[S]):
+    """A node's devices as its daemon owns them (snd's RDUs, tspd's cards): the sessions
+    part, plus `node` (its name) and `jobs` (job id -> {"user", <the devices>}, reserved by
+    the scheduler's prologue); a process opens its session inside its job."""
+
+    node: str
+    jobs: dict[str, dict]
+
+    def job_for_session(self, job_id: str | None, key: str | None, user: str,
+                        caller_is_root: bool, *, unallocated: str, device: str) -> dict:
+        """The job a session of `user`'s process opens in: `key` (`job_id` as the daemon
+        knows it) must hold `device`s on this node and be the user's (root: anyone's).
+        PlacementError `unallocated` for a process in no job."""
+        if not job_id:
+            raise PlacementError(unallocated)
+        job = self.jobs.get(key) if key is not None else None
+        if job is None:
+            raise PlacementError(f"job {job_id} holds no {device} on {self.node}")
+        if job["user"] != user and not caller_is_root:
+            raise ForbiddenError(f"job {key} belongs to {job['user']}, not {user}")
+        return job
+
+
 # --- the daemon skeleton --------------------------------------------------------------------
 class DaemonModel(Protocol):
     def reap(self, alive: Callable[[int, int], bool]) -> list[str]: ...
@@ -368,6 +394,42 @@ class DaemonHandler(UnixJsonHandler):
         self.handle_request("DELETE")
 
 
+class NodeDevicesHandler(DaemonHandler):
+    """The routes every device daemon answers the same (its model a `NodeDevices`): the
+    node, its jobs (root: the scheduler's prologue reserves, its epilogue releases; the
+    journal keeps each reservation) and closing a session (the caller's own; root any).
+    The room routes the rest (`room_route`)."""
+
+    prologue_only: ClassVar[str]  # the refusal of PUT/DELETE /jobs/ID to anyone but root
+    reserve_count: ClassVar[str]  # the body's key of how many devices a job gets
+
+    def route(self, method: str, path: list[str], body: dict, peer: Peer) -> Route:
+        model = self.server.model
+        match method, path:
+            case "GET", ["node"]:
+                return 200, model.describe(), False
+            case "GET", ["jobs"]:
+                return 200, model.jobs, False
+            case "PUT", ["jobs", job_id]:
+                self.require_root(peer, self.prologue_only)
+                known = job_id in model.jobs
+                job = model.reserve(job_id, str(body["user"]), int(body[self.reserve_count]))
+                if not known:
+                    self.server.journal("reserve", job=job_id, **job)
+                return 200, job, not known
+            case "DELETE", ["jobs", job_id]:
+                self.require_root(peer, self.prologue_only)
+                model.release(job_id)
+                return 200, {}, True
+            case "DELETE", ["sessions", session_id]:
+                model.close_session(session_id, None if peer.root else peer.pid)
+                return 200, {}, True
+        return self.room_route(method, path, body, peer)
+
+    def room_route(self, method: str, path: list[str], body: dict, peer: Peer) -> Route:
+        raise NotImplementedError
+
+
 # --- the client side ------------------------------------------------------------------------
 class DaemonError(RuntimeError):
     """A daemon's answer other than 200: its message and HTTP status (0: no answer)."""
@@ -381,7 +443,8 @@ class UnixJsonClient:
     """A daemon's client: the socket from the argument, `socket_env` or `default_socket`;
     each call one request. A daemon that does not listen raises `unavailable` ("<service>
     is not running on this host"), an answer other than 200 `error` with the daemon's
-    message and status. The room names these, and the routes."""
+    message and status. The room names these, and its own routes (the node, jobs,
+    release and close_session are every device daemon's)."""
 
     socket_env: ClassVar[str]
     default_socket: ClassVar[str]
@@ -404,6 +467,18 @@ class UnixJsonClient:
             message = data.get("error") if isinstance(data, dict) else None
             raise self.error(message or f"{self.name} answered {status}", status)
         return data
+
+    def node(self) -> dict:
+        return self._call("GET", "/node")
+
+    def jobs(self) -> dict:
+        return self._call("GET", "/jobs")
+
+    def release(self, job_id: str) -> None:
+        self._call("DELETE", f"/jobs/{job_id}")
+
+    def close_session(self, session_id: str) -> None:
+        self._call("DELETE", f"/sessions/{session_id}")
 
     @classmethod
     def when_up(cls, call: Callable[[Any], T], wait_s: float) -> T:

@@ -153,12 +153,19 @@ def to_torch(value: Any) -> Any:
     return value
 
 
-def randn(*size: Any, name: str | None = None, batch_dim: int | None = None,
-          requires_grad: bool = False, dtype: torch.dtype | None = None) -> SambaTensor:
+def _of_size(make: Any, size: tuple, name: str | None, batch_dim: int | None,
+             requires_grad: bool, dtype: torch.dtype | None) -> SambaTensor:
+    """A SambaTensor of torch's `make(*size)`; the size as torch takes it (sizes, or one
+    tuple, list or torch.Size)."""
     if len(size) == 1 and isinstance(size[0], tuple | list | torch.Size):
         size = tuple(size[0])
-    return SambaTensor(torch.randn(*size, dtype=dtype), name=name, batch_dim=batch_dim,
+    return SambaTensor(make(*size, dtype=dtype), name=name, batch_dim=batch_dim,
                        requires_grad=requires_grad)
+
+
+def randn(*size: Any, name: str | None = None, batch_dim: int | None = None,
+          requires_grad: bool = False, dtype: torch.dtype | None = None) -> SambaTensor:
+    return _of_size(torch.randn, size, name, batch_dim, requires_grad, dtype)
 
 
 def randint(*args: Any, name: str | None = None, batch_dim: int | None = None,
@@ -169,10 +176,7 @@ def randint(*args: Any, name: str | None = None, batch_dim: int | None = None,
 
 def zeros(*size: Any, name: str | None = None, batch_dim: int | None = None,
           requires_grad: bool = False, dtype: torch.dtype | None = None) -> SambaTensor:
-    if len(size) == 1 and isinstance(size[0], tuple | list | torch.Size):
-        size = tuple(size[0])
-    return SambaTensor(torch.zeros(*size, dtype=dtype), name=name, batch_dim=batch_dim,
-                       requires_grad=requires_grad)
+    return _of_size(torch.zeros, size, name, batch_dim, requires_grad, dtype)
 
 
 def from_torch_model_(model: torch.nn.Module) -> torch.nn.Module:

@@ -1,7 +1,7 @@
 """Talk to the node's tspd daemon (HTTP/JSON over its Unix socket).
 
 The request/answer and its errors are every node daemon's client
-(aitestbed.node.daemon.UnixJsonClient); this module names tspd's socket and routes.
+(aitestbed.node.daemon.UnixJsonClient); this module names tspd's socket and its own routes.
 """
 
 from __future__ import annotations
@@ -28,9 +28,6 @@ class TspdClient(UnixJsonClient):
     error = TspdError
     unavailable = TspdUnavailable
 
-    def node(self) -> dict:
-        return self._call("GET", "/node")
-
     def cards(self) -> list[dict]:
         """Every card of the node: locked or not, job, user, session PID, health."""
         return self._call("GET", "/cards")
@@ -39,21 +36,12 @@ class TspdClient(UnixJsonClient):
         """The cards of the caller's PBS job on this node ([] outside a job)."""
         return list(self._call("GET", "/visible")["cards"])
 
-    def jobs(self) -> dict:
-        return self._call("GET", "/jobs")
-
     def reserve(self, job_id: str, user: str, cards: int) -> dict:
         return self._call("PUT", f"/jobs/{job_id}", {"user": user, "cards": cards})
-
-    def release(self, job_id: str) -> None:
-        self._call("DELETE", f"/jobs/{job_id}")
 
     def open_session(self, cards: int) -> dict:
         """Lock `cards` unlocked cards of the caller's job: {"id", "cards", "job"}."""
         return self._call("POST", "/sessions", {"cards": cards})
-
-    def close_session(self, session_id: str) -> None:
-        self._call("DELETE", f"/sessions/{session_id}")
 
     def clear(self) -> dict:
         """Reset the caller's cards (root: every card): {"cleared": [...], "locked": [...]}."""

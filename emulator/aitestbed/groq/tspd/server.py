@@ -45,7 +45,7 @@ from pathlib import Path
 from aitestbed.groq.card import CARDS_PER_NODE
 from aitestbed.groq.tspd.client import DEFAULT_SOCKET
 from aitestbed.groq.tspd.state import GroqNode
-from aitestbed.node.daemon import DaemonHandler, Peer, Route, UnixJsonDaemon
+from aitestbed.node.daemon import NodeDevicesHandler, Peer, Route, UnixJsonDaemon
 from aitestbed.node.processes import process_command, process_start_ticks
 
 DEFAULT_STATE_DIR = "/var/lib/tspd"
@@ -161,17 +161,17 @@ class TspdServer(UnixJsonDaemon[GroqNode]):
         return self.model
 
 
-class _Handler(DaemonHandler):
+class _Handler(NodeDevicesHandler):
     server: TspdServer
     not_found = "no such session, job or card"
+    prologue_only = PROLOGUE_ONLY
+    reserve_count = "cards"
 
-    def route(self, method: str, path: list[str], body: dict, peer: Peer) -> Route:
+    def room_route(self, method: str, path: list[str], body: dict, peer: Peer) -> Route:
         groq = self.server.groq
         pid, _, user = peer
         root = peer.root
         match method, path:
-            case "GET", ["node"]:
-                return 200, groq.describe(), False
             case "GET", ["cards"]:
                 return 200, groq.card_rows(), False
             case "GET", ["visible"]:
@@ -179,19 +179,6 @@ class _Handler(DaemonHandler):
                 cards = groq.visible(user, job_id, caller_is_root=root)
                 return 200, {"job": groq.job_key(job_id) if cards else None,
                              "cards": cards}, False
-            case "GET", ["jobs"]:
-                return 200, groq.jobs, False
-            case "PUT", ["jobs", job_id]:
-                self.require_root(peer, PROLOGUE_ONLY)
-                known = job_id in groq.jobs
-                job = groq.reserve(job_id, str(body["user"]), int(body["cards"]))
-                if not known:
-                    self.server.journal("reserve", job=job_id, **job)
-                return 200, job, not known
-            case "DELETE", ["jobs", job_id]:
-                self.require_root(peer, PROLOGUE_ONLY)
-                groq.release(job_id)
-                return 200, {}, True
             case "POST", ["sessions"]:
                 session = groq.open_session(
                     pid=pid, start_ticks=process_start_ticks(pid) or 0, user=user,
@@ -201,9 +188,6 @@ class _Handler(DaemonHandler):
                                     command=session.command, cards=session.cards)
                 return 200, {"id": session.id, "cards": session.cards,
                              "job": session.job_id}, True
-            case "DELETE", ["sessions", session_id]:
-                groq.close_session(session_id, None if root else pid)
-                return 200, {}, True
             case "POST", ["clear"]:
                 cards = groq.clearable(user, self.server.job_of(pid), caller_is_root=root)
                 return 200, groq.clear(cards), True

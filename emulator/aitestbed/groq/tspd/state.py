@@ -25,9 +25,9 @@ from aitestbed.groq.card import CARDS_PER_NODE, HEALTHY, describe
 from aitestbed.node.daemon import (
     ForbiddenError,
     JobSession,
+    NodeDevices,
     NotFoundError,
     PlacementError,
-    ProcessSessions,
 )
 
 __all__ = ["EXCL_HINT", "ForbiddenError", "GroqNode", "NotFoundError", "PlacementError",
@@ -43,7 +43,7 @@ class Session(JobSession):
 
 
 @dataclass
-class GroqNode(ProcessSessions[Session]):
+class GroqNode(NodeDevices[Session]):
     node: str
     cards: int = CARDS_PER_NODE
     jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"user", "cards"}
@@ -113,16 +113,11 @@ class GroqNode(ProcessSessions[Session]):
                      caller_is_root: bool = False) -> Session:
         if cards < 1:
             raise PlacementError(f"a model needs at least one GroqChip, not {cards}")
-        if not job_id:
-            raise PlacementError(
-                f"no GroqChip is allocated to this process: the model needs {cards}; run it "
-                f"in a PBS job on a GroqNode ({EXCL_HINT})")
         key = self.job_key(job_id)
-        if key is None:
-            raise PlacementError(f"job {job_id} holds no GroqCard on {self.node}")
-        job = self.jobs[key]
-        if job["user"] != user and not caller_is_root:
-            raise ForbiddenError(f"job {key} belongs to {job['user']}, not {user}")
+        job = self.job_for_session(
+            job_id, key, user, caller_is_root, device="GroqCard",
+            unallocated=f"no GroqChip is allocated to this process: the model needs {cards}; "
+                        f"run it in a PBS job on a GroqNode ({EXCL_HINT})")
         held = len(job["cards"])
         if cards > held:
             ask = (f"ask for -l select=1:groq_accelerator={cards} or -l select=1,place=excl "

@@ -124,15 +124,21 @@ def human_size(size: int) -> str:
     return f"{size} B"
 
 
-def sbatch_options(given: tuple[str, ...] | list[str]) -> list[str]:
-    """--sbatch "OPTIONS" (repeatable), split as a shell splits them."""
+def _split_options(flag: str, given: tuple[str, ...] | list[str]) -> list[str]:
+    """Every `flag` "OPTIONS" given (repeatable), split as a shell splits them."""
     options: list[str] = []
     for text in given:
         try:
             words = shlex.split(text)
         except ValueError as err:
-            raise PlanError(f"--sbatch {text!r}: {err}") from None
+            raise PlanError(f"{flag} {text!r}: {err}") from None
         options += words
+    return options
+
+
+def sbatch_options(given: tuple[str, ...] | list[str]) -> list[str]:
+    """--sbatch "OPTIONS" (repeatable), split as a shell splits them."""
+    options = _split_options("--sbatch", given)
     for word in options:
         if word in ("--wrap", "-W", "--wait") or word.startswith(("--wrap=", "--wait=")):
             raise PlanError(f"--sbatch {word}: aitestbed run submits the script itself and "
@@ -251,13 +257,7 @@ def qsub_options(given: tuple[str, ...] | list[str]) -> list[str]:
     """--qsub "OPTIONS" (repeatable), split as a shell splits them; the options that make
     qsub interactive or wait for the job (-I, -W block=true), hide the job id (-z),
     submit an array (-J) or a command instead of the script (--) are refused."""
-    options: list[str] = []
-    for text in given:
-        try:
-            words = shlex.split(text)
-        except ValueError as err:
-            raise PlanError(f"--qsub {text!r}: {err}") from None
-        options += words
+    options = _split_options("--qsub", given)
     waits = "aitestbed run submits the script itself and waits for it; leave this option out"
     index = 0
     while index < len(options):

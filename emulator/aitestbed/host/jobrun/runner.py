@@ -358,19 +358,17 @@ def _tail(text: str) -> str:
     return "\n".join(text.splitlines()[-TAIL_LINES:])
 
 
-class SlurmRun:
-    """Submit every script with sbatch, then follow them all with one look per poll."""
+class BatchRun:
+    """Submit every script to a batch queue from its directory on the submit host, then
+    follow them all with one look per poll; what differs is the scheduler's (subclasses)."""
+
+    submitter: str  # the command that queues a script, named when it fails
 
     def __init__(self, remote: Remote, workspace: Workspace, options: Options,
                  results: list[JobResult]):
         self.remote, self.workspace, self.options, self.results = (remote, workspace, options,
                                                                    results)
-        self.sbatch = plan.sbatch_options(options.sbatch)
         self.started: dict[str, float] = {}
-        self.offsets: dict[str, int] = {}
-        self.paths: dict[str, str] = {}
-        self.text: dict[str, list[str]] = {}
-        self.partial: dict[str, bytes] = {}
 
     def follow(self) -> None:
         deadline = (time.monotonic() + self.options.timeout) if self.options.timeout else None
@@ -380,52 +378,123 @@ class SlurmRun:
                 if self._submit(index, result):
                     by_job[result.job_id] = result
             interval = FIRST_POLL
-            while any(r.state not in plan.SLURM_FINAL for r in by_job.values()):
+            while self._following(by_job):
                 time.sleep(interval)
                 interval = min(POLL, interval + FIRST_POLL)
                 self._poll(by_job)
                 if deadline and time.monotonic() > deadline:
-                    self._time_out(by_job)
-                    break
+                    deadline = self._past_deadline(by_job)
+                    if deadline is None:
+                        break
         except KeyboardInterrupt:
-            self._cancel([r for r in by_job.values() if r.state not in plan.SLURM_FINAL])
+            self._interrupted(by_job)
             raise
         for job, result in by_job.items():
-            self._flush(job)
-            text = "".join(self.text[job])
-            result.tail, result.figures = _tail(text), plan.figures(text)
-            workdir = self.workspace.dirs[self.results.index(result)] + "/"
-            path = self.paths.get(job, "")
-            if path.startswith(workdir):
-                result.output_file = path[len(workdir):]
-            elif path:  # --output elsewhere: what was streamed is its copy
-                name = transfer.safe_name(Path(path).name) or "output.log"
-                destination = output_dir_of(self.options, result.script)
-                destination.mkdir(parents=True, exist_ok=True)
-                (destination / name).write_text(text)
-                result.output_file = name
+            self._finish(job, result)
 
     def _submit(self, index: int, result: JobResult) -> bool:
-        argv = plan.sbatch_argv(result.script, self.sbatch)
+        argv = self._argv(result.script)
         command = f"cd {shlex.quote(self.workspace.dirs[index])} && {shlex.join(argv)}"
         self.started[result.script] = time.monotonic()
         rc, out, err = self.remote.login_shell(command)
         if rc:
             result.state, result.exit_code = "FAILED", rc
-            result.reason = (err.strip() or out.strip() or "sbatch failed").splitlines()[-1]
+            result.reason = (err.strip() or out.strip()
+                             or f"{self.submitter} failed").splitlines()[-1]
             result.tail = _tail(err + out)
             self.options.on_output(result.script, err + out)
             return False
         try:
-            result.job_id = plan.parse_sbatch_id(out)
+            result.job_id = self._parse_id(out)
         except PlanError as err:
             result.state, result.exit_code, result.reason = "FAILED", 1, str(err)
             return False
+        self._submitted(result)
+        return True
+
+    def _timed_out(self, result: JobResult, was: str) -> None:
+        """`result` stopped by --timeout; `was` says how it stood."""
+        result.reason = f"aitestbed run --timeout {self.options.timeout:g} s: {was}"
+        result.state, result.exit_code = "TIMEOUT", None
+        result.duration_s = time.monotonic() - self.started[result.script]
+
+    # The scheduler's part.
+    def _argv(self, script: str) -> list[str]:
+        raise NotImplementedError
+
+    def _parse_id(self, out: str) -> str:
+        raise NotImplementedError
+
+    def _submitted(self, result: JobResult) -> None:
+        raise NotImplementedError
+
+    def _following(self, by_job: dict[str, JobResult]) -> bool:
+        raise NotImplementedError
+
+    def _poll(self, by_job: dict[str, JobResult]) -> None:
+        raise NotImplementedError
+
+    def _past_deadline(self, by_job: dict[str, JobResult]) -> float | None:
+        """--timeout has passed: the next deadline, or None to stop following."""
+        raise NotImplementedError
+
+    def _interrupted(self, by_job: dict[str, JobResult]) -> None:
+        raise NotImplementedError
+
+    def _finish(self, job: str, result: JobResult) -> None:
+        raise NotImplementedError
+
+
+class SlurmRun(BatchRun):
+    """Submit every script with sbatch, then follow them all with one look per poll."""
+
+    submitter = "sbatch"
+
+    def __init__(self, remote: Remote, workspace: Workspace, options: Options,
+                 results: list[JobResult]):
+        super().__init__(remote, workspace, options, results)
+        self.sbatch = plan.sbatch_options(options.sbatch)
+        self.offsets: dict[str, int] = {}
+        self.paths: dict[str, str] = {}
+        self.text: dict[str, list[str]] = {}
+        self.partial: dict[str, bytes] = {}
+
+    def _following(self, by_job: dict[str, JobResult]) -> bool:
+        return any(r.state not in plan.SLURM_FINAL for r in by_job.values())
+
+    def _past_deadline(self, by_job: dict[str, JobResult]) -> float | None:
+        self._time_out(by_job)
+        return None
+
+    def _interrupted(self, by_job: dict[str, JobResult]) -> None:
+        self._cancel([r for r in by_job.values() if r.state not in plan.SLURM_FINAL])
+
+    def _finish(self, job: str, result: JobResult) -> None:
+        self._flush(job)
+        text = "".join(self.text[job])
+        result.tail, result.figures = _tail(text), plan.figures(text)
+        workdir = self.workspace.dirs[self.results.index(result)] + "/"
+        path = self.paths.get(job, "")
+        if path.startswith(workdir):
+            result.output_file = path[len(workdir):]
+        elif path:  # --output elsewhere: what was streamed is its copy
+            name = transfer.safe_name(Path(path).name) or "output.log"
+            destination = output_dir_of(self.options, result.script)
+            destination.mkdir(parents=True, exist_ok=True)
+            (destination / name).write_text(text)
+            result.output_file = name
+
+    def _argv(self, script: str) -> list[str]:
+        return plan.sbatch_argv(script, self.sbatch)
+
+    def _parse_id(self, out: str) -> str:
+        return plan.parse_sbatch_id(out)
+
+    def _submitted(self, result: JobResult) -> None:
         self.offsets[result.job_id] = 0
         self.text[result.job_id] = []
         self.partial[result.job_id] = b""
         self.options.on_progress(f"{result.script}: submitted batch job {result.job_id}")
-        return True
 
     def _look(self, jobs: list[str]) -> dict[str, tuple[str, bytes]]:
         """One exec on the submit host: each job's scontrol line and its new output bytes
@@ -505,9 +574,7 @@ class SlurmRun:
         for result in waiting:
             was = (plan.pending_note(plan.SlurmView(result.state, result.reason))
                    if result.state != "RUNNING" else "while RUNNING")
-            result.reason = f"aitestbed run --timeout {self.options.timeout:g} s: {was}"
-            result.state, result.exit_code = "TIMEOUT", None
-            result.duration_s = time.monotonic() - self.started[result.script]
+            self._timed_out(result, was)
             self._drain(result.job_id)
 
 
@@ -590,7 +657,7 @@ class WsjobRun:
                     job["phase"] = "CANCELLED"
 
 
-class PbsRun:
+class PbsRun(BatchRun):
     """Submit every script with qsub from its directory on the submit host (a GroqNode: the
     queue takes jobs from those only), then follow them all with one look per poll.
 
@@ -599,14 +666,13 @@ class PbsRun:
     the shared /home), so each job's output is shown when it ends; the files come back
     with the rest of what the job made."""
 
+    submitter = "qsub"
     GRACE = 40  # looks a finished job's output files may take to appear
 
     def __init__(self, remote: Remote, workspace: Workspace, options: Options,
                  results: list[JobResult]):
-        self.remote, self.workspace, self.options, self.results = (remote, workspace, options,
-                                                                   results)
+        super().__init__(remote, workspace, options, results)
         self.qsub = plan.qsub_options(options.qsub)
-        self.started: dict[str, float] = {}
         self.final: set[str] = set()  # jobs PBS says are finished (F)
         self.timed_out: set[str] = set()  # jobs --timeout deleted
         self.paths: dict[str, list[str]] = {}  # job -> its output and error files
@@ -614,51 +680,30 @@ class PbsRun:
         self.misses: dict[str, int] = {}  # path -> looks that did not find it
         self.complete: set[str] = set()  # paths read to their end (or given up)
 
-    def follow(self) -> None:
-        deadline = (time.monotonic() + self.options.timeout) if self.options.timeout else None
-        by_job: dict[str, JobResult] = {}
-        try:
-            for index, result in enumerate(self.results):
-                if self._submit(index, result):
-                    by_job[result.job_id] = result
-            interval = FIRST_POLL
-            while not all(self._done(job) for job in by_job):
-                time.sleep(interval)
-                interval = min(POLL, interval + FIRST_POLL)
-                self._poll(by_job)
-                if deadline and time.monotonic() > deadline and not self.timed_out:
-                    self._time_out(by_job)
-                    deadline = time.monotonic() + self.GRACE * POLL  # for their files
-                elif deadline and self.timed_out and time.monotonic() > deadline:
-                    break
-        except KeyboardInterrupt:
-            self._cancel([job for job in by_job if job not in self.final])
-            raise
-        for job, result in by_job.items():
-            self._finish(job, result)
+    def _following(self, by_job: dict[str, JobResult]) -> bool:
+        return not all(self._done(job) for job in by_job)
+
+    def _past_deadline(self, by_job: dict[str, JobResult]) -> float | None:
+        if self.timed_out:  # and the grace for their files has passed too
+            return None
+        self._time_out(by_job)
+        return time.monotonic() + self.GRACE * POLL  # for their files
+
+    def _interrupted(self, by_job: dict[str, JobResult]) -> None:
+        self._cancel([job for job in by_job if job not in self.final])
 
     def _done(self, job: str) -> bool:
         return job in self.final and all(p in self.complete for p in self.paths.get(job, []))
 
-    def _submit(self, index: int, result: JobResult) -> bool:
-        argv = plan.qsub_argv(result.script, self.qsub)
-        command = f"cd {shlex.quote(self.workspace.dirs[index])} && {shlex.join(argv)}"
-        self.started[result.script] = time.monotonic()
-        rc, out, err = self.remote.login_shell(command)
-        if rc:
-            result.state, result.exit_code = "FAILED", rc
-            result.reason = (err.strip() or out.strip() or "qsub failed").splitlines()[-1]
-            result.tail = _tail(err + out)
-            self.options.on_output(result.script, err + out)
-            return False
-        try:
-            result.job_id = plan.parse_qsub_id(out)
-        except PlanError as err:
-            result.state, result.exit_code, result.reason = "FAILED", 1, str(err)
-            return False
+    def _argv(self, script: str) -> list[str]:
+        return plan.qsub_argv(script, self.qsub)
+
+    def _parse_id(self, out: str) -> str:
+        return plan.parse_qsub_id(out)
+
+    def _submitted(self, result: JobResult) -> None:
         result.state = "QUEUED"
         self.options.on_progress(f"{result.script}: submitted job {result.job_id}")
-        return True
 
     def _look(self, jobs: list[str]) -> dict[str, str]:
         """One exec on the submit host: each job's qstat answer, and the next bytes of the
@@ -738,9 +783,7 @@ class PbsRun:
         for job, result in waiting.items():
             was = ("while RUNNING" if result.state == "RUNNING"
                    else plan.pbs_pending_note(plan.PbsView(result.state, reason=result.reason)))
-            result.reason = f"aitestbed run --timeout {self.options.timeout:g} s: {was}"
-            result.state, result.exit_code = "TIMEOUT", None
-            result.duration_s = time.monotonic() - self.started[result.script]
+            self._timed_out(result, was)
             self.timed_out.add(job)
 
 

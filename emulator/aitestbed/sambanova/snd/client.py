@@ -1,7 +1,7 @@
 """Talk to the node's snd daemon (HTTP/JSON over its Unix socket).
 
 The request/answer and its errors are every node daemon's client
-(aitestbed.node.daemon.UnixJsonClient); this module names snd's socket and routes.
+(aitestbed.node.daemon.UnixJsonClient); this module names snd's socket and its own routes.
 """
 
 from __future__ import annotations
@@ -28,26 +28,14 @@ class SndClient(UnixJsonClient):
     error = SndError
     unavailable = SndUnavailable
 
-    def node(self) -> dict:
-        return self._call("GET", "/node")
-
     def tiles(self) -> list[dict]:
         return self._call("GET", "/tiles")
 
-    def jobs(self) -> dict:
-        return self._call("GET", "/jobs")
-
     def reserve(self, job_id: str, user: str, rdus: int) -> dict:
         return self._call("PUT", f"/jobs/{job_id}", {"user": user, "rdus": rdus})
-
-    def release(self, job_id: str) -> None:
-        self._call("DELETE", f"/jobs/{job_id}")
 
     def open_session(self, tiles: int, job_id: str | None = None) -> dict:
         return self._call("POST", "/sessions", {"tiles": tiles, "job_id": job_id})
 
     def set_state(self, session_id: str, state: str) -> None:
         self._call("PUT", f"/sessions/{session_id}/state", {"state": state})
-
-    def close_session(self, session_id: str) -> None:
-        self._call("DELETE", f"/sessions/{session_id}")

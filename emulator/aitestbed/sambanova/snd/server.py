@@ -28,7 +28,7 @@ import socket
 import time
 from pathlib import Path
 
-from aitestbed.node.daemon import DaemonHandler, Peer, Route, UnixJsonDaemon
+from aitestbed.node.daemon import NodeDevicesHandler, Peer, Route, UnixJsonDaemon
 from aitestbed.node.processes import process_command, process_start_ticks
 from aitestbed.sambanova.snd.client import DEFAULT_SOCKET
 from aitestbed.sambanova.snd.state import STATES, RduNode
@@ -53,31 +53,18 @@ class SndServer(UnixJsonDaemon[RduNode]):
         return self.model
 
 
-class _Handler(DaemonHandler):
+class _Handler(NodeDevicesHandler):
     server: SndServer
     not_found = "no such session or job"
+    prologue_only = PROLOG_ONLY
+    reserve_count = "rdus"
 
-    def route(self, method: str, path: list[str], body: dict, peer: Peer) -> Route:
+    def room_route(self, method: str, path: list[str], body: dict, peer: Peer) -> Route:
         rdus = self.server.rdus
         pid, _, user = peer
         match method, path:
-            case "GET", ["node"]:
-                return 200, rdus.describe(), False
             case "GET", ["tiles"]:
                 return 200, rdus.tile_rows(), False
-            case "GET", ["jobs"]:
-                return 200, rdus.jobs, False
-            case "PUT", ["jobs", job_id]:
-                self.require_root(peer, PROLOG_ONLY)
-                known = job_id in rdus.jobs
-                job = rdus.reserve(job_id, str(body["user"]), int(body["rdus"]))
-                if not known:
-                    self.server.journal("reserve", job=job_id, **job)
-                return 200, job, True
-            case "DELETE", ["jobs", job_id]:
-                self.require_root(peer, PROLOG_ONLY)
-                rdus.release(job_id)
-                return 200, {}, True
             case "POST", ["sessions"]:
                 start = process_start_ticks(pid)
                 session = rdus.open_session(
@@ -92,9 +79,6 @@ class _Handler(DaemonHandler):
                     raise ValueError(f"state must be one of {', '.join(STATES)}")
                 rdus.session(session_id, None if peer.root else pid).set_state(
                     state, time.time())
-                return 200, {}, True
-            case "DELETE", ["sessions", session_id]:
-                rdus.close_session(session_id, None if peer.root else pid)
                 return 200, {}, True
         return self.no_route(method)
 

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 from aitestbed.node.daemon import (
     ForbiddenError,
     JobSession,
+    NodeDevices,
     NotFoundError,
     PlacementError,
-    ProcessSessions,
 )
 from aitestbed.sambanova.rdu import RDUS_PER_NODE, SYSTEMS, tile_names
 
@@ -60,7 +60,7 @@ class Session(JobSession):
 
 
 @dataclass
-class RduNode(ProcessSessions[Session]):
+class RduNode(NodeDevices[Session]):
     node: str
     tiles_per_rdu: int
     jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"user", "rdus"}
@@ -139,15 +139,10 @@ class RduNode(ProcessSessions[Session]):
                      caller_is_root: bool = False) -> Session:
         if tiles < 1:
             raise PlacementError(f"a PEF needs at least one tile, not {tiles}")
-        if not job_id:
-            raise PlacementError(
-                f"no RDU is allocated to this process: the PEF needs {tiles} tiles; "
-                "run it with srun or sbatch (--gres=rdu:N for more than one RDU)")
-        job = self.jobs.get(job_id)
-        if job is None:
-            raise PlacementError(f"job {job_id} holds no RDU on {self.node}")
-        if job["user"] != user and not caller_is_root:
-            raise ForbiddenError(f"job {job_id} belongs to {job['user']}, not {user}")
+        job = self.job_for_session(
+            job_id, job_id, user, caller_is_root, device="RDU",
+            unallocated=f"no RDU is allocated to this process: the PEF needs {tiles} tiles; "
+                        "run it with srun or sbatch (--gres=rdu:N for more than one RDU)")
         per_rdu = self.tiles_per_rdu
         held = len(job["rdus"]) * per_rdu
         if tiles > held:
