@@ -93,10 +93,18 @@ def test_mnist_without_srun_fails_with_the_real_message(cluster, workspace):
         "For more information use the Graphcore command-line tool `gc-monitor`.")
 
 
-def test_mnist_trains_for_real_under_srun_and_fills_the_cache(cluster, workspace):
-    rc, out = on_poplar(cluster, in_venv(
+@pytest.fixture(scope="module")
+def first_epoch(cluster, workspace):
+    """The guide's first MNIST epoch under srun, which compiles and fills the executable
+    cache: run once per module, whichever tier asks first (the sbatch test, in the slow
+    tier, needs the cache it leaves)."""
+    return on_poplar(cluster, in_venv(
         f"rm -rf ~/tmp/*; cd {MNIST_DIR}\n/opt/slurm/bin/srun --ipus=1 python mnist_poptorch.py "
         "--epochs 1; ls ~/tmp"), timeout=900)
+
+
+def test_mnist_trains_for_real_under_srun_and_fills_the_cache(first_epoch):
+    rc, out = first_epoch
     assert rc == 0, out
     text = plain(out)
     assert "Graph compilation: 100%|██████████| 100/100 [00:20<00:00]" in text
@@ -110,7 +118,7 @@ def test_mnist_trains_for_real_under_srun_and_fills_the_cache(cluster, workspace
 
 
 @pytest.mark.slow("a second MNIST epoch, from the cache, against the guide's calibrated times")
-def test_sbatch_reuses_the_cached_executable(cluster, workspace):
+def test_sbatch_reuses_the_cached_executable(cluster, workspace, first_epoch):
     """The guide's batch script; the second run finds the .popef and skips compiling."""
     rc, out = on_poplar(cluster, in_venv(f"""cd {MNIST_DIR}
 {gc_guide.mnist_job_script("--epochs 1")}
