@@ -332,7 +332,7 @@ def _size(text: str) -> int:
     try:
         return jobrun.parse_size(text)
     except jobrun.PlanError as err:
-        raise click.BadParameter(str(err).removeprefix(f"--max-output {text!r}: ")) from None
+        raise click.BadParameter(str(err)) from None
 
 
 def login_command(command: tuple[str, ...], user: str | None) -> list[str]:

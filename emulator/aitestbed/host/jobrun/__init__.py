@@ -8,12 +8,12 @@ user, from this machine, and return their result (CI integration testing).
 """
 
 from aitestbed.host.jobrun.plan import (
-           TIMED_OUT,
-           TOOL_ERROR,
-           JobResult,
-           PlanError,
-           RunReport,
-           parse_size,
+    TIMED_OUT,
+    TOOL_ERROR,
+    JobResult,
+    PlanError,
+    RunReport,
+    parse_size,
 )
 from aitestbed.host.jobrun.runner import Options, run
 

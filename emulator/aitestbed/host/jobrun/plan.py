@@ -113,7 +113,7 @@ def parse_size(text: str) -> int:
     """--max-output SIZE: bytes, or with K, M or G (powers of 1024), as `du -h` prints."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?)i?B?\s*", text, re.I)
     if not match or float(match.group(1)) <= 0:
-        raise PlanError(f"--max-output {text!r}: a size greater than 0, e.g. 500M or 2G")
+        raise PlanError("a size greater than 0, e.g. 500M or 2G")
     return int(float(match.group(1)) * SIZE_UNITS[match.group(2).upper()])
 
 
