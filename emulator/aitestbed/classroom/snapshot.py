@@ -30,20 +30,7 @@ from aitestbed.classroom.collect import (
     split_sections,
     stamp,
 )
-from aitestbed.classroom.judge import (
-    FAILED_STATES,
-    HOME_ONLY,
-    PBS_QUEUED,
-    PBS_RUNNING,
-    QUEUED_STATES,
-    WSJOB_ACTIVE,
-    WSJOB_FINISHED,
-    Evidence,
-    Index,
-    cell,
-    judge,
-    pbs_owner,
-)
+from aitestbed.classroom.judge import HOME_ONLY, judge
 from aitestbed.classroom.page import (
     FAILED,
     NOT_STARTED,
@@ -76,11 +63,10 @@ from aitestbed.classroom.summary import summarize
 from aitestbed.classroom.watcher import Watcher, practice_room
 
 __all__ = [
-    "FAILED", "FAILED_STATES", "HOME_ONLY", "NOT_STARTED", "PARALLEL", "PASSED", "PBS_QUEUED",
-    "PBS_RUNNING", "QUEUED_STATES", "SECTIONS", "SQUEUE", "SQUEUE_FIELDS", "STARTED", "STATUSES",
-    "UNITS", "US", "WSJOB_ACTIVE", "WSJOB_FINISHED", "Cell", "Column", "Evidence", "Index",
-    "Jobs", "Layout", "NodeUse", "Page", "Panel", "Raw", "Row", "SlurmNode", "Watcher",
-    "WsjobLine", "cell", "collect", "empty_page", "iso", "judge", "layout_of", "node_command",
-    "panels", "parse_logins", "parse_nodes", "parse_sessions", "parse_squeue", "pbs_owner",
-    "practice_room", "split_sections", "stamp", "summarize",
+    "FAILED", "HOME_ONLY", "NOT_STARTED", "PARALLEL", "PASSED", "SECTIONS", "SQUEUE",
+    "SQUEUE_FIELDS", "STARTED", "STATUSES", "UNITS", "US", "Cell", "Column", "Jobs",
+    "Layout", "NodeUse", "Page", "Panel", "Raw", "Row", "SlurmNode", "Watcher", "WsjobLine",
+    "collect", "empty_page", "iso", "judge", "layout_of", "node_command", "panels",
+    "parse_logins", "parse_nodes", "parse_sessions", "parse_squeue", "practice_room",
+    "split_sections", "stamp", "summarize",
 ]
