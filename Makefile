@@ -1,5 +1,6 @@
 # aitestbed: the ALCF AI Testbed as code. `make cluster-up` and `make test` do
-# every set-up step themselves on a fresh Debian machine (as root).
+# every set-up step themselves on a fresh Debian machine (as root); `make cluster-up` needs
+# no more than Python 3.11, the ssh client, git and a Docker engine the user can reach.
 SHELL := /bin/bash
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
 VENV := .venv
@@ -9,7 +10,7 @@ SYSTEMS ?=
 NAME ?= $(or $(AITESTBED_CLUSTER),aitestbed)
 AITESTBED := $(BIN)/aitestbed --name $(NAME)
 
-.PHONY: help venv engine images cluster-up cluster-down cluster-destroy status test \
+.PHONY: help venv dev engine images cluster-up cluster-down cluster-destroy status test \
         test-all test-slow test-unit test-cluster lint bench lock clean rehearse kube-test-cluster \
         kube-test-cluster-down
 
@@ -20,20 +21,33 @@ help:
 	@echo "make test-all    both tiers: adds the slow tier (docs/testing.md)"
 	@echo "make cluster-down | cluster-destroy | status | lint | bench"
 
-$(BIN)/.installed: requirements.txt pyproject.toml
-	@bash scripts/ensure-host-tools.sh $(PYTHON)
-	@# The venv sees Debian's PyTorch (python3-torch) for the facades' unit tests.
-	@$(BIN)/python -c 'import torch' 2>/dev/null || $(PYTHON) -m venv --clear --system-site-packages $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+# Two set-ups in one venv. `venv`: what `aitestbed` needs to run (pyproject's `host` extra,
+# pinned by requirements.txt), all that cluster-up, login, run and classroom use; any user who
+# can reach Docker makes it. `dev`: every pinned tool the tests and lint use, and the venv
+# sees Debian's PyTorch (python3-torch) for the facades' unit tests.
+$(BIN)/.installed-run: requirements.txt pyproject.toml
+	@bash scripts/ensure-host-tools.sh run $(PYTHON)
+	@test -x $(BIN)/python || $(PYTHON) -m venv --system-site-packages $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -c requirements.txt setuptools wheel
+	$(BIN)/pip install -q --disable-pip-version-check --no-build-isolation -c requirements.txt \
+	    -e '.[host]'
 	@touch $@
 
-venv: $(BIN)/.installed
+$(BIN)/.installed: $(BIN)/.installed-run
+	@bash scripts/ensure-host-tools.sh dev $(PYTHON)
+	@# A venv made before it saw Debian's PyTorch is made again, seeing it.
+	@$(BIN)/python -c 'import torch' 2>/dev/null || { \
+	    $(PYTHON) -m venv --clear --system-site-packages $(VENV) && rm -f $< && $(MAKE) $<; }
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+venv: $(BIN)/.installed-run
+
+# (the check runs each time: host tools new since the venv was made arrive on an old checkout)
+dev: $(BIN)/.installed
+	@bash scripts/ensure-host-tools.sh dev $(PYTHON)
 
 engine:
-	@# Host tools new since the venv was made (btrfs-progs, lua5.3) arrive on a checkout
-	@# that already has one: the check is a few `command -v`.
-	@bash scripts/ensure-host-tools.sh $(PYTHON)
 	@bash scripts/ensure-engine.sh
 
 images: venv engine
@@ -61,10 +75,10 @@ status: venv
 KUBE_TEST_CLUSTER_CLI = $(BIN)/python scripts/kube-test-cluster/kube_test_cluster.py \
 	$(if $(KUBE_TEST_CLUSTER),--name $(KUBE_TEST_CLUSTER))
 
-kube-test-cluster: venv engine
+kube-test-cluster: dev engine
 	$(KUBE_TEST_CLUSTER_CLI) up
 
-kube-test-cluster-down: venv
+kube-test-cluster-down: dev
 	$(KUBE_TEST_CLUSTER_CLI) down
 
 # The unit tests first, fast and without containers: a failure there stops before a
@@ -78,32 +92,32 @@ PRESUBMIT := -m "not slow"
 # The profiles the cluster tests bring up (a subset's nodes run from its profile's images).
 TEST_IMAGES := for p in mini alcf-2026-mini; do $(BIN)/aitestbed build --profile $$p || exit; done
 
-test: venv engine
+test: dev engine
 	@$(PHASE) "unit tests (presubmit)" $(BIN)/pytest -n auto $(PRESUBMIT) --durations=25 tests/unit
 	@$(PHASE) "images (built where their inputs changed)" bash -c '$(TEST_IMAGES)'
 	@$(PHASE) "cluster tests (presubmit)" $(BIN)/pytest $(PRESUBMIT) --durations=25 tests/cluster
 
-test-all: venv engine
+test-all: dev engine
 	@$(PHASE) "unit tests (all)" $(BIN)/pytest -n auto --durations=25 tests/unit
 	@$(PHASE) "images (built where their inputs changed)" bash -c '$(TEST_IMAGES)'
 	@$(PHASE) "cluster tests (all)" $(BIN)/pytest --durations=25 tests/cluster
 
-test-unit: venv
+test-unit: dev
 	$(BIN)/pytest -n auto $(PRESUBMIT) tests/unit
 
-test-cluster: venv engine
+test-cluster: dev engine
 	$(BIN)/pytest $(PRESUBMIT) --durations=25 tests/cluster
 
-test-slow: venv engine
+test-slow: dev engine
 	@$(PHASE) "unit tests (slow)" $(BIN)/pytest -n auto -m slow --durations=25 tests/unit
 	@$(PHASE) "images (built where their inputs changed)" bash -c '$(TEST_IMAGES)'
 	@$(PHASE) "cluster tests (slow)" $(BIN)/pytest -m slow --durations=25 tests/cluster
 
-lint: venv
+lint: dev
 	$(BIN)/ruff check emulator tests playbooks/library
 	$(BIN)/ansible-lint --offline playbooks roles
 
-bench: venv engine
+bench: dev engine
 	$(BIN)/python tests/bench/bench_platform.py
 	$(BIN)/python tests/bench/bench_slurm.py
 	$(BIN)/python tests/bench/bench_graphcore.py
@@ -120,7 +134,7 @@ bench: venv engine
 
 # A scripted new user: onboarding and every exercise on a mini cluster of its own,
 # then a report (REHEARSE_KEEP=1 keeps the cluster).
-rehearse: venv engine
+rehearse: dev engine
 	$(BIN)/python -m aitestbed.exercises.rehearse
 
 lock:

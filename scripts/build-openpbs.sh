@@ -28,6 +28,10 @@ source_tarball() {
         file=$local_copy
     else
         if [[ ! -f $downloaded ]]; then
+            command -v curl >/dev/null || {
+                say "curl is needed to download $url: install curl, or set"
+                say "  AITESTBED_OPENPBS_TARBALL to a local copy of that archive (sha256 $sha256)"
+                return 1; }
             say "downloading OpenPBS ${commit:0:7} from $url"
             mkdir -p "$(dirname "$downloaded")"
             if ! curl -fsSL --retry 2 -o "$downloaded.part" "$url"; then
