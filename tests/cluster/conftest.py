@@ -32,6 +32,19 @@ SAMBANOVA_NODES = list(_MINI.of("sambanova"))
 LOGIN_NODES = list(_MINI.login)
 
 
+def published(cluster: str) -> dict[str, tuple[str, int]]:
+    """{login node: (address, port)} as the cluster's gate publishes their ssh (the only
+    container Docker publishes a port from; aitestbed.node.gate)."""
+    import docker  # noqa: PLC0415
+
+    gate = docker.from_env().containers.get(f"{cluster}-gate")
+    targets = json.loads(gate.labels["aitestbed.gate"])
+    bindings = gate.attrs["HostConfig"]["PortBindings"]
+    return {node: (bindings[f"{port}/tcp"][0]["HostIp"],
+                   int(bindings[f"{port}/tcp"][0]["HostPort"]))
+            for node, port in targets.items()}
+
+
 @dataclass
 class Cluster:
     """The session's cluster, used as its practice user from here (aitestbed.host.driver)."""

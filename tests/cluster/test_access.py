@@ -3,7 +3,7 @@
 import docker
 import pytest
 
-from .conftest import LOGIN_NODES, NODES
+from .conftest import LOGIN_NODES, NODES, published
 
 pytestmark = pytest.mark.presubmit
 
@@ -47,22 +47,12 @@ def test_root_cannot_log_in(cluster):
     assert "Permission denied" in result.stderr
 
 
-def test_ssh_is_published_on_loopback_only(cluster):
+def test_ssh_is_published_on_loopback_only_and_by_the_gate_alone(cluster):
     client = docker.from_env()
-    published = {}
     for node in NODES:
-        bindings = client.containers.get(cluster.container(node)).attrs["HostConfig"][
-            "PortBindings"] or {}
-        for spec in bindings.values():
-            for binding in spec:
-                published[node] = binding
-    assert set(published) == set(LOGIN_NODES)
-    assert {b["HostIp"] for b in published.values()} == {"127.0.0.1"}
-    assert {int(b["HostPort"]) for b in published.values()} == set(cluster.record["ports"].values())
-
-
-def test_ssh_config_names_every_login_node(cluster):
-    text = cluster.cli("ssh-config").stdout
-    for login in LOGIN_NODES:
-        assert f"Host {login} " in text
-    assert "Host cerebras cerebras.ai.alcf.anl.gov" in text
+        container = client.containers.get(cluster.container(node))
+        assert not container.attrs["HostConfig"]["PortBindings"], node
+    gate = published(cluster.name)
+    assert set(gate) == set(LOGIN_NODES)
+    assert {address for address, _ in gate.values()} == {"127.0.0.1"}
+    assert {port for _, port in gate.values()} == set(cluster.record["ports"].values())

@@ -23,7 +23,7 @@ import pytest
 from aitestbed.host.engine import connect
 from aitestbed.host.naming import container_name
 
-from .conftest import Cluster
+from .conftest import Cluster, published
 
 pytestmark = pytest.mark.presubmit
 
@@ -119,8 +119,7 @@ def test_a_learner_logs_in_from_the_listen_address_with_the_qr_codes_token(room,
     wrong = f"{(int(app.now()) + 1) % 10**8:08d}"
     assert laptop_ssh(tmp_path, "learner01", wrong, port).returncode != 0
     # Published on the instructor's address only: 127.0.0.1 no longer answers there.
-    container = connect().containers.get(container_name(room.name, LOGIN))
-    assert container.attrs["HostConfig"]["PortBindings"]["22/tcp"][0]["HostIp"] == ADDRESS
+    assert published(room.name)[LOGIN][0] == ADDRESS
     refused = laptop_ssh(tmp_path, "learner02", app.now(), port, address="127.0.0.1")
     assert refused.returncode == 255 and "refused" in refused.stderr, refused.stderr
     # The cluster's own ssh config follows the address.
@@ -251,8 +250,7 @@ def test_destroy_offboards_every_learner_and_closes_the_address(room, tmp_path):
     assert archive.group(1) in out.split(), out
     _, home = docker_exec(room, LOGIN, "test -d /home/learner01 && echo present || echo gone")
     assert home.strip() == "gone"
-    container = connect().containers.get(container_name(room.name, LOGIN))
-    assert container.attrs["HostConfig"]["PortBindings"]["22/tcp"][0]["HostIp"] == "127.0.0.1"
+    assert published(room.name)[LOGIN][0] == "127.0.0.1"
     app = pyotp.parse_uri(sheet_uri(room, "learner01")) if (
         room.state.root / "classroom" / "sheets" / "learner01.html").exists() else None
     if app is not None:

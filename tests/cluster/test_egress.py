@@ -1,8 +1,9 @@
 """The testbed is offline by design: nothing in a cluster has a way out of the machine.
 
 No packet is sent anywhere to prove it (the tests must not send traffic outside): the
-firewall rules are read instead, and ssh through the published port is
-what every other test does.
+networks, routes and firewall rules are read instead, and ssh through the published port
+is what every other test does. Nothing of it needs root: every node is on the internal
+network alone, and the cluster's gate is the one container Docker publishes ports from.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from aitestbed.host import egress
 from aitestbed.host.naming import front_network_name, network_name
 
-from .conftest import LOGIN_NODES
+from .conftest import LOGIN_NODES, published
 
 pytestmark = pytest.mark.presubmit
 
@@ -35,23 +36,31 @@ def test_the_cluster_network_is_internal_and_the_host_drops_what_leaves_it(clust
     assert not any("MASQUERADE" in r and subnet in r for r in nat.stdout.splitlines())
 
 
-def test_login_nodes_publish_on_127_0_0_1_only_and_their_network_forwards_nothing(cluster):
+def test_login_nodes_have_no_route_out_and_the_gate_alone_publishes_their_ssh(cluster):
     client = docker.from_env()
-    front = client.networks.get(front_network_name(cluster.name))
-    assert front.attrs["Options"]["com.docker.network.bridge.name"] == \
-        egress.front_bridge(cluster.name)
+    internal = network_name(cluster.name)
     for login in LOGIN_NODES:
         container = client.containers.get(cluster.container(login))
-        bindings = container.attrs["HostConfig"]["PortBindings"]["22/tcp"]
-        assert [b["HostIp"] for b in bindings] == ["127.0.0.1"]
-        assert front.name in container.attrs["NetworkSettings"]["Networks"]
-    # The login nodes' way out (their default route) is the front bridge, and the host
-    # drops whatever that bridge would forward.
-    check = subprocess.run(["iptables", "-C", egress.CHAIN, *egress.rule(cluster.name)],
-                           capture_output=True, text=True)
-    assert check.returncode == 0, check.stderr
-    listed = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True)
-    assert f"-A FORWARD -j {egress.CHAIN}" in listed.stdout  # consulted first, by Docker
+        assert list(container.attrs["NetworkSettings"]["Networks"]) == [internal], login
+        assert not container.attrs["HostConfig"]["PortBindings"], login
+        # no default route (destination 00000000 in /proc/net/route): nowhere to send to
+        routes = cluster.host(login).check_output("cat /proc/net/route").splitlines()[1:]
+        assert routes and all(r.split()[1] != "00000000" for r in routes), routes
+    gate = client.containers.get(f"{cluster.name}-gate")
+    assert sorted(gate.attrs["NetworkSettings"]["Networks"]) == sorted(
+        [front_network_name(cluster.name), internal])
+    assert {address for address, _ in published(cluster.name).values()} == {"127.0.0.1"}
+    # It runs the forwarder alone: as nobody, without capabilities, on a read-only root.
+    config, host = gate.attrs["Config"], gate.attrs["HostConfig"]
+    assert config["User"] == "65534:65534"
+    assert config["Entrypoint"][-2:] == ["-m", "aitestbed.node.gate"]
+    assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True
+    assert "no-new-privileges" in host["SecurityOpt"]
+    top = gate.top(ps_args="-o user,args")["Processes"]
+    assert [p[0] for p in top] == ["nobody"] and "aitestbed.node.gate" in top[0][1], top
+    # and no firewall rule of ours is needed (clusters made before the gate lose theirs)
+    listed = subprocess.run(["iptables", "-S", egress.CHAIN], capture_output=True, text=True)
+    assert f"aitestbed {cluster.name}:" not in listed.stdout
 
 
 def test_the_compute_nodes_still_reach_each_other_and_the_login_nodes(cluster):

@@ -24,6 +24,8 @@ class FakeProvider(Provider):
 
     def __init__(self):
         self.held: dict[str, list[str]] = {}
+        self.owner: str | None = None  # what `holder` says while nothing is held
+        self.remake: set[str] = set()  # nodes it cannot keep as they were made
         self.volumes: set[str] = set()
         self.log: list[tuple] = []
         self.execs: list[tuple[str, list[str]]] = []
@@ -39,6 +41,9 @@ class FakeProvider(Provider):
     def ensure_images(self, node_classes: list[str]) -> dict[str, str]:
         return {c: f"{c}:1" for c in node_classes}
 
+    def holder(self, cluster) -> str | None:
+        return self.owner
+
     def ensure_network(self, cluster, topology) -> list[str]:
         return []
 
@@ -46,7 +51,8 @@ class FakeProvider(Provider):
         self.volumes.add(volume)
 
     def nodes(self, cluster) -> dict[str, NodeHandle]:
-        return {n: NodeHandle(n, status, image) for n, (status, image) in self.held.items()}
+        return {n: NodeHandle(n, status, image, remake=n in self.remake)
+                for n, (status, image) in self.held.items()}
 
     def create_node(self, cluster, node, image) -> None:
         self.log.append(("create", node.name))
@@ -65,6 +71,7 @@ class FakeProvider(Provider):
         for node in nodes:
             self.log.append(("remove", node))
             self.held.pop(node, None)
+            self.remake.discard(node)
 
     def exec(self, cluster, node, argv, user=None, workdir=None, separate=False):
         self.execs.append((node, argv))
@@ -190,3 +197,41 @@ def test_destroy_removes_the_nodes_and_the_state(fake):
     assert fake.held == {} and not state.root.exists()
     with pytest.raises(AitestbedError, match="there is no cluster named 'fake-1'"):
         lifecycle.destroy(NAME)
+
+
+def test_up_never_takes_a_cluster_of_that_name_it_has_no_record_of(fake):
+    """One engine serves every member of `docker`: Bob's `up` of the name Alice's cluster has
+    refuses before it makes or saves anything, naming her; so does an `up` whose own state
+    directory went (its containers are removed by hand, never adopted)."""
+    state = ClusterState(NAME)
+    fake.owner = "alice (uid 1001)"
+    with pytest.raises(AitestbedError, match=r"a cluster named 'fake-1' on this Docker engine "
+                       r"belongs to alice \(uid 1001\): choose another --name"):
+        _up()
+    fake.owner = lifecycle.owner()
+    with pytest.raises(AitestbedError, match=r"that you have no record of \(was .*fake-1 "
+                       r"removed\?\).*label aitestbed.cluster=fake-1"):
+        _up()
+    fake.owner = ""  # made before clusters carried their owner
+    with pytest.raises(AitestbedError, match="that you have no record of"):
+        _up()
+    assert fake.log == [] and not state.exists()
+    # this user's own cluster, with its record, is theirs to bring up again
+    fake.owner = None
+    _up()
+    fake.owner = "alice (uid 1001)"
+    fake.log.clear()
+    _up()
+    assert fake.log == []
+
+
+def test_a_node_its_provider_cannot_keep_is_made_again_by_up_and_only_it(fake):
+    """Docker's login nodes made before the gate published their own ssh: the next `up`
+    removes and makes them again (their volumes stay), the rest untouched."""
+    result = _up()
+    login = next(n.name for n in result.topology.nodes if n.ssh_publish)
+    fake.remake.add(login)
+    fake.log.clear()
+    _up()
+    assert fake.log == [("remove", login), ("create", login), ("start", login)]
+    assert fake.held[login][0] == "running" and not fake.remake

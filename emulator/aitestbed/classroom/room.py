@@ -232,8 +232,8 @@ class Classroom(ClusterView):
             on_step("keeping each home as it is at creation (for `classroom reset`)")
             snapshot_homes(self.probe, home_node(self.topology), list(room.learners), CREATED)
             if room.listen:
-                on_step(f"publishing the login nodes' ssh on {room.listen} (their containers "
-                        "are made again)")
+                on_step(f"publishing the login nodes' ssh on {room.listen} (the cluster's "
+                        "gate is made again)")
                 publish(self.state, room.listen)
             return room
 
@@ -328,7 +328,7 @@ def check_listen(address: str, topology: Topology) -> str:
 
 def publish(state: ClusterState, address: str) -> list[str]:
     """Publish the login nodes' ssh ports on `address` (host/lifecycle.publish) and write
-    the cluster's ssh config for it; the login nodes made again."""
+    the cluster's ssh config for it; the login nodes made again (none on Docker)."""
     from aitestbed.host import lifecycle, sshconfig  # noqa: PLC0415 - Docker only here
 
     if state.load().listen == address:

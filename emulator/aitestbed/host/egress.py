@@ -1,15 +1,11 @@
-"""No traffic leaves the machine from a cluster: the testbed is offline by design.
+"""The firewall rule of clusters made before the gate, removed by their next `up` and by
+`destroy`; nothing here makes one any more.
 
-The cluster network is internal (Docker gives its nodes no route out). Login nodes
-also sit on a second, small network, the only one Docker can publish their ssh port
-from (it publishes nothing from an internal network), on 127.0.0.1 only; a rule in
-the DOCKER-USER chain drops whatever that network's bridge would forward elsewhere,
-so a login node reaches neither the internet nor another network. Published ports
-still work: the host's connection to a login node, and its answers, are the host's
-own traffic (INPUT/OUTPUT), never forwarded.
-
-The rule is made again by every `up` (a host restart empties the chain) and removed
-by `destroy`.
+Login nodes used to sit on a second network that Docker published their ssh port from,
+and a rule in the DOCKER-USER chain (root only) dropped whatever that network's bridge
+forwarded elsewhere. Now every node is on the internal network alone and the cluster's
+gate publishes the ports (host/provider/docker, aitestbed.node.gate): the offline guarantee
+is Docker's own, for any user. The front network keeps its bridge name.
 """
 
 from __future__ import annotations
@@ -37,22 +33,6 @@ def rule(cluster: str) -> list[str]:
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), capture_output=True, text=True, check=False)
-
-
-def ensure(cluster: str, run: Runner = _run) -> str | None:
-    """Insert the rule unless it is there. Returns a warning when it cannot be made."""
-    iptables = shutil.which("iptables") if run is _run else "iptables"
-    if iptables is None:
-        return ("iptables is not installed here: the login nodes of this cluster can reach "
-                "outside the machine")
-    if run([iptables, "-C", CHAIN, *rule(cluster)]).returncode == 0:
-        return None
-    made = run([iptables, "-I", CHAIN, "1", *rule(cluster)])
-    if made.returncode:
-        return (f"could not add the firewall rule that keeps this cluster's login nodes "
-                f"offline ({made.stderr.strip() or 'iptables failed'}): they can reach "
-                "outside the machine")
-    return None
 
 
 def remove(cluster: str, run: Runner = _run) -> None:

@@ -21,9 +21,10 @@ from aitestbed.host.cluster import Cluster
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.health import wait_ready
 from aitestbed.host.inventory import Node, Topology
+from aitestbed.host.naming import LABEL_CLUSTER, owner
 from aitestbed.host.provider import NodeGone, NodeHandle, Provider
 from aitestbed.host.provider.base import Provisioned
-from aitestbed.host.state import ClusterState
+from aitestbed.host.state import ClusterState, state_home
 
 PARALLEL = 4
 
@@ -112,13 +113,15 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     """
     cluster = Cluster.for_up(name, profile, systems, user, provider, provider_options)
     cluster.provider.check()
+    if cluster.fresh and (refusal := not_ours(name, cluster.provider.holder(name), owner())):
+        raise AitestbedError(refusal)
     provisioned = _provision(cluster)
     cluster.prepare()
     tags = cluster.provider.ensure_images(cluster.topology.class_systems)
     existing = cluster.provider.nodes(name)
     outdated = _outdated(cluster, tags, existing)
     reported = _replace(cluster, outdated, existing) if recreate else set()
-    _remove_rebound(cluster, existing)
+    _remove_remade(cluster, existing)
     warnings = provisioned.warnings + cluster.provider.before_start(cluster, existing)
     started = time.monotonic()
 
@@ -133,6 +136,23 @@ def up(name: str, profile: str | None, systems: list[str] | None, user: str, *,
     if recreate:
         return UpResult(cluster.topology, [], outdated, warnings, provisioned.notes, cluster)
     return UpResult(cluster.topology, outdated, [], warnings, provisioned.notes, cluster)
+
+
+def not_ours(name: str, holder: str | None, me: str) -> str | None:
+    """Why `up` must not take a cluster this user has no record of while the provider
+    holds something of that name (`holder`: its owner label, "" when unlabelled), None
+    when it holds nothing. Another user's cluster on a shared engine is theirs; one of
+    this user's own whose state directory went is removed by hand, never adopted."""
+    if holder is None:
+        return None
+    if holder and holder != me:
+        return (f"a cluster named {name!r} on this Docker engine belongs to {holder}: "
+                "choose another --name (each user's clusters need names of their own)")
+    return (f"the Docker engine holds containers, networks or volumes of a cluster named "
+            f"{name!r} that you have no record of (was {state_home() / name} removed?): "
+            "choose another --name, or remove what carries the label "
+            f"{LABEL_CLUSTER}={name} (`docker ps -a --filter label=...`; its volumes hold "
+            "its /home)")
 
 
 def _provision(cluster: Cluster) -> Provisioned:
@@ -165,14 +185,12 @@ def _replace(cluster: Cluster, outdated: list[str], existing: dict[str, NodeHand
     return told
 
 
-def _remove_rebound(cluster: Cluster, existing: dict[str, NodeHandle]) -> None:
-    """A login node published on another address than the record's (`classroom create
-    --listen`, `classroom destroy`) is made again: Docker binds ports at creation."""
-    record = cluster.record
-    rebound = sorted(n for n, h in existing.items()
-                     if n in record.ports and h.listen not in (None, record.listen))
-    if rebound:
-        _remove(cluster, rebound, existing)
+def _remove_remade(cluster: Cluster, existing: dict[str, NodeHandle]) -> None:
+    """A node its provider cannot keep as it was made (`NodeHandle.remake`) is removed, to
+    be made again with the rest: its volumes and the shared file systems stay."""
+    remade = sorted(n for n, h in existing.items() if h.remake)
+    if remade:
+        _remove(cluster, remade, existing)
 
 
 def _remove(cluster: Cluster, nodes: list[str], existing: dict[str, NodeHandle]) -> None:
@@ -244,9 +262,8 @@ def _start_nodes(cluster: Cluster, tags: dict[str, str], nodes: list[Node],
 
 
 def publish(name: str, address: str, timeout: float = 180) -> list[str]:
-    """Publish the login nodes' ssh on `address`: each login node is made again from the
-    image it runs (Docker binds ports at creation), its volumes and the shared file
-    systems kept; what runs on it and its own logs start over. The nodes made again."""
+    """Publish the login nodes' ssh on `address`; the nodes the provider made again for
+    it (Docker: none, its gate is made again)."""
     cluster = Cluster.open(name)
     nodes = cluster.provider.publish(cluster, address)
     if nodes:

@@ -4,6 +4,8 @@ Every container, network and volume is prefixed with the cluster name, so
 several clusters (a practice one, CI's) live side by side without colliding.
 """
 
+import getpass
+import os
 import re
 
 from aitestbed.host.errors import AitestbedError
@@ -13,6 +15,18 @@ LABEL_NODE = "aitestbed.node"
 LABEL_CLASS = "aitestbed.class"
 LABEL_SYSTEM = "aitestbed.system"
 LABEL_BUILD = "aitestbed.build"
+# Who made a cluster's containers, networks and volumes: one Docker engine serves every
+# member of the `docker` group, each with their own state directory and clusters.
+LABEL_OWNER = "aitestbed.owner"
+
+
+def owner() -> str:
+    """This user, as the owner label names them: `alice (uid 1001)`."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # a uid without a passwd entry (a container's)
+        user = "?"
+    return f"{user} (uid {os.getuid()})"
 
 _CLUSTER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
@@ -35,8 +49,14 @@ def network_name(cluster: str) -> str:
     return f"{cluster}-net"
 
 
+def gate_name(cluster: str) -> str:
+    """The container that publishes the login nodes' ssh (aitestbed.node.gate)."""
+    return f"{cluster}-gate"
+
+
 def front_network_name(cluster: str) -> str:
-    """The login nodes' second network, where their ssh port is published from."""
+    """The gate's published network: the login nodes' ssh ports are published from it (the
+    gate forwards each to its login node on the internal network)."""
     return f"{cluster}-front"
 
 

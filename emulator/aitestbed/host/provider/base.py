@@ -42,6 +42,9 @@ class NodeHandle:
     # Why it cannot start, when its provider knows (an image the cluster cannot pull, no
     # machine with the CPU or memory it asks for); `wait` stops on it once it lasts.
     problem: str | None = None
+    # The provider cannot keep it as it was made (Docker: a login node that publishes its
+    # own ssh, made before the gate): `up` removes it and makes it again.
+    remake: bool = False
 
     @property
     def running(self) -> bool:
@@ -100,6 +103,12 @@ class Provider(ABC):
     def check(self) -> None:
         """An AitestbedError saying what to do when the provider cannot be reached (asked
         before anything of a cluster is made)."""
+
+    def holder(self, cluster: str) -> str | None:
+        """Who made what this provider already holds of a cluster of that name (the owner
+        label's `user (uid N)`, or "" when it does not say), None when it holds nothing:
+        asked before a cluster this user has no record of is made."""
+        return None
 
     # the cluster's resources -----------------------------------------------------------
     @abstractmethod

@@ -1,9 +1,12 @@
 """The Docker provider: each node a container on the cluster's internal network.
 
-- the network `<cluster>-net` is internal (nothing leaves the machine); login nodes
-  are also on `<cluster>-front`, where Docker publishes their ssh port on the record's
-  address (127.0.0.1 unless a workshop named another) and host/egress drops whatever
-  else would leave;
+- the network `<cluster>-net` is internal: Docker gives its containers no route out and
+  publishes nothing from it. Every node, login nodes included, is on it alone. The
+  cluster's gate (`<cluster>-gate`, aitestbed.node.gate) is the one container also on
+  `<cluster>-front`, where Docker publishes each login node's ssh port on the record's
+  address (127.0.0.1 unless a workshop named another); it forwards each port to its login
+  node's sshd and runs nothing else, as nobody, without capabilities. The offline
+  guarantee is Docker's own, whoever runs `up` (no firewall rule, no root);
 - the state directory's files are bound read-only (`nodes/<node>` and `common`), the
   shared file systems are named volumes or the cluster's own file systems
   (host/storage), per-node volumes are named volumes;
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,11 +35,14 @@ from aitestbed.host.naming import (
     LABEL_CLASS,
     LABEL_CLUSTER,
     LABEL_NODE,
+    LABEL_OWNER,
     LABEL_SYSTEM,
     container_name,
     front_network_name,
+    gate_name,
     network_name,
     node_volume_name,
+    owner,
     volume_name,
 )
 from aitestbed.host.provider import docker_host
@@ -47,6 +54,7 @@ from aitestbed.host.provider.base import (
     Provisioned,
 )
 from aitestbed.host.state import port_in_use
+from aitestbed.node import gate
 from aitestbed.node.config import CLUSTER_DIR, NODE_DIR
 
 if TYPE_CHECKING:
@@ -54,18 +62,33 @@ if TYPE_CHECKING:
 
 PARALLEL = 4
 DNS_OPTIONS = ["timeout:1", "attempts:1"]
+# The gate: its forwarder in the login image's venv (roles/common), and the label that
+# says which login node each of its ports reaches ({"gc-login-01": 2201, ...}).
+GATE_PYTHON = "/opt/aitestbed/venv/bin/python"
+LABEL_GATE = "aitestbed.gate"
+NOBODY = "65534:65534"
+GATE_READY_S = 30.0
 
 
 def cluster_containers(client: docker.DockerClient, name: str) -> list:
     return client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={name}"})
 
 
-def published_on(container) -> str | None:
-    """The address a login node's ssh port is published on (None: not published)."""
+def published_on(container, port: int | str = 22) -> str | None:
+    """The address a container's `port` is published on (None: not published)."""
     bindings = (container.attrs.get("HostConfig") or {}).get("PortBindings") or {}
-    for binding in bindings.get("22/tcp") or []:
+    for binding in bindings.get(f"{port}/tcp") or []:
         return binding.get("HostIp") or "0.0.0.0"
     return None
+
+
+def gate_targets(container) -> dict[str, int]:
+    """The gate's {login node: published port}, from its label."""
+    try:
+        return {str(k): int(v) for k, v in json.loads(container.labels.get(LABEL_GATE) or
+                                                      "{}").items()}
+    except (ValueError, AttributeError):
+        return {}
 
 
 def shm_bytes(meminfo: Path = Path("/proc/meminfo")) -> int:
@@ -108,38 +131,39 @@ class DockerProvider(Provider):
 
     def before_start(self, cluster: Cluster, existing: dict[str, NodeHandle]) -> list[str]:
         """Each account's home and project with its quota on the cluster's own file
-        systems; the ports of the login nodes about to start free."""
+        systems; the login nodes' ports free, or the cluster's running gate's."""
         warnings = []
         if cluster.record.storage == "image":
             warnings += storage.apply_accounts(
                 cluster.state.root, storage.topology_mounts(cluster.topology),
                 json.loads((cluster.state.common_dir / "accounts.json").read_text()))
-        docker_host.check_ports(cluster.topology, cluster.record, existing)
+        gate_ = self._gate_container(cluster.name)
+        held = ({p for p in gate_targets(gate_).values()
+                 if published_on(gate_, p) == cluster.record.listen}
+                if gate_ and gate_.status == "running" else set())
+        docker_host.check_ports(cluster.topology, cluster.record, held)
         return warnings
 
+    def after_start(self, cluster: Cluster) -> bool:
+        """The gate, made again when what it publishes changed, started and listening."""
+        self._ensure_gate(cluster)
+        return False
+
     def publish(self, cluster: Cluster, address: str) -> list[str]:
-        """Each login node not published on `address` is made again from the image it runs
-        (Docker binds ports at creation), its volumes and the shared file systems kept."""
-        record, name = cluster.record, cluster.name
-        record.listen = address
-        cluster.save()
-        existing = self.nodes(name)
-        nodes = [n for n in cluster.topology.nodes if n.name in record.ports
-                 and n.name in existing and existing[n.name].listen != address]
-        if not nodes:
-            return []
-        for node in nodes:
-            if port_in_use(record.ports[node.name], address) and not existing[node.name].running:
-                raise AitestbedError(f"port {address}:{record.ports[node.name]} for "
-                                     f"{node.name}'s ssh is already in use by another program: "
-                                     "stop it first")
-        self.ensure_network(name, cluster.topology)
-        images_of = {n.name: existing[n.name].image for n in nodes}
-        self.remove_nodes(name, [n.name for n in nodes])
-        with ThreadPoolExecutor(PARALLEL) as pool:
-            list(pool.map(lambda n: (self.create_node(cluster, n, images_of[n.name]),
-                                     self.start_node(cluster, n)), nodes))
-        return [n.name for n in nodes]
+        """The gate is made again publishing on `address` (Docker binds ports at creation);
+        the login nodes and what runs on them are not touched: none is made again."""
+        record = cluster.record
+        if record.listen != address:
+            current = self._gate_container(cluster.name)
+            for node, port in sorted(record.ports.items()):
+                if port_in_use(port, address) and not (current and current.status == "running"
+                                                       and address == record.listen):
+                    raise AitestbedError(f"port {address}:{port} for {node}'s ssh is already "
+                                         "in use by another program: stop it first")
+            record.listen = address
+            cluster.save()
+        self._ensure_gate(cluster)
+        return []
 
     def ensure_images(self, node_classes: list[str]) -> dict[str, str]:
         return images.ensure_class_images(self.client, node_classes)
@@ -150,8 +174,7 @@ class DockerProvider(Provider):
             warnings.append(note)
         if any(node.ssh_publish for node in topology.nodes):
             self._front(cluster)
-            if warning := egress.ensure(cluster):
-                warnings.append(warning)
+        egress.remove(cluster)  # the firewall rule of clusters made before the gate
         return warnings
 
     def _ensure_internal(self, cluster: str, topology: Topology) -> str | None:
@@ -181,22 +204,35 @@ class DockerProvider(Provider):
 
     def _create_internal(self, cluster: str):
         return self.client.networks.create(network_name(cluster), driver="bridge",
-                                           internal=True, labels={LABEL_CLUSTER: cluster})
+                                           internal=True, labels=self._labels(cluster))
 
     def _front(self, cluster: str):
-        """The login nodes' network, where Docker publishes their ssh port (host/egress)."""
+        """The gate's published network (the only one a port is published from)."""
         try:
             return self.client.networks.get(front_network_name(cluster))
         except NotFound:
             return self.client.networks.create(
-                front_network_name(cluster), driver="bridge", labels={LABEL_CLUSTER: cluster},
+                front_network_name(cluster), driver="bridge", labels=self._labels(cluster),
                 options={"com.docker.network.bridge.name": egress.front_bridge(cluster)})
+
+    @staticmethod
+    def _labels(cluster: str) -> dict[str, str]:
+        return {LABEL_CLUSTER: cluster, LABEL_OWNER: owner()}
+
+    def holder(self, cluster: str) -> str | None:
+        label = {"label": f"{LABEL_CLUSTER}={cluster}"}
+        held = [c.labels for c in cluster_containers(self.client, cluster)]
+        held += [n.attrs.get("Labels") or {} for n in self.client.networks.list(filters=label)]
+        held += [v.attrs.get("Labels") or {} for v in self.client.volumes.list(filters=label)]
+        if not held:
+            return None
+        return next((o for labels in held if (o := labels.get(LABEL_OWNER))), "")
 
     def ensure_volume(self, cluster: str, volume: str, mount: str) -> None:
         try:
             self.client.volumes.get(volume)
         except NotFound:
-            self.client.volumes.create(volume, labels={LABEL_CLUSTER: cluster,
+            self.client.volumes.create(volume, labels={**self._labels(cluster),
                                                        "aitestbed.mount": mount})
 
     # nodes -----------------------------------------------------------------------------
@@ -204,8 +240,91 @@ class DockerProvider(Provider):
         return {c.labels.get(LABEL_NODE): c for c in cluster_containers(self.client, cluster)}
 
     def nodes(self, cluster: str) -> dict[str, NodeHandle]:
-        return {name: NodeHandle(name, c.status, c.attrs["Config"]["Image"], published_on(c))
-                for name, c in self._containers(cluster).items() if name}
+        """Each node; a login node's `listen` is where the gate publishes its ssh. A node
+        made before the gate (Docker publishing its ssh itself) is to be made again."""
+        containers = self._containers(cluster)
+        gate_ = containers.pop(None, None)
+        listen = ({node: published_on(gate_, port) for node, port in gate_targets(gate_).items()}
+                  if gate_ else {})
+        return {name: NodeHandle(name, c.status, c.attrs["Config"]["Image"], listen.get(name),
+                                 remake=published_on(c) is not None)
+                for name, c in containers.items() if name}
+
+    # the gate --------------------------------------------------------------------------
+    def _gate_container(self, cluster: str):
+        try:
+            return self.client.containers.get(gate_name(cluster))
+        except NotFound:
+            return None
+
+    def _ensure_gate(self, cluster: Cluster) -> None:
+        """The gate publishing each login node's ssh port on the record's address, made
+        again when its ports, address or image changed; started, and listening when this
+        returns. No login node, no gate."""
+        name, record = cluster.name, cluster.record
+        targets = {n.name: record.ports[n.name] for n in cluster.topology.nodes
+                   if n.ssh_publish and n.name in record.ports}
+        current = self._gate_container(name)
+        if not targets:
+            if current:
+                current.remove(force=True)
+            return
+        containers = self._containers(name)
+        image = next(containers[n].attrs["Config"]["Image"] for n in sorted(targets)
+                     if n in containers)
+        if current and (gate_targets(current) != targets
+                        or current.attrs["Config"]["Image"] != image
+                        or any(published_on(current, p) != record.listen
+                               for p in targets.values())):
+            current.remove(force=True)
+            current = None
+        if current is None:
+            current = self._create_gate(cluster, targets, image)
+        if current.status != "running":
+            try:
+                current.start()
+            except APIError as err:
+                text = str(err.explanation or err)
+                if "port is already allocated" in text or "address already in use" in text:
+                    raise AitestbedError(
+                        f"a port of {', '.join(f'{record.listen}:{p}' for p in targets.values())}"
+                        " (the login nodes' ssh) is already in use: stop what holds it, or set "
+                        "ssh_port for that host in the inventory") from None
+                raise AitestbedError(f"cannot start the cluster's gate: {text}") from None
+        self._wait_listening(current)
+
+    def _create_gate(self, cluster: Cluster, targets: dict[str, int], image: str):
+        name, record = cluster.name, cluster.record
+        api = self.client.api
+        ports = sorted(targets.values())
+        host_config = api.create_host_config(
+            port_bindings={p: (record.listen, p) for p in ports},
+            restart_policy={"Name": "unless-stopped"},
+            cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
+            mem_limit="128m", pids_limit=64)
+        networking = api.create_networking_config(
+            {front_network_name(name): api.create_endpoint_config()})
+        made = api.create_container(
+            image, name=gate_name(name), hostname="gate", user=NOBODY,
+            entrypoint=[GATE_PYTHON, "-m", "aitestbed.node.gate"],
+            command=[f"{targets[n]}={n}:22" for n in sorted(targets)],
+            labels={**self._labels(name), LABEL_GATE: json.dumps(targets, sort_keys=True)},
+            ports=ports, host_config=host_config, networking_config=networking,
+            stop_timeout=5, detach=True)
+        # the login nodes' network second: Docker creates a container on one network
+        self.client.networks.get(network_name(name)).connect(made["Id"])
+        return self.client.containers.get(made["Id"])
+
+    @staticmethod
+    def _wait_listening(container) -> None:
+        deadline = time.monotonic() + GATE_READY_S
+        while gate.READY not in container.logs().decode(errors="replace"):
+            container.reload()
+            if container.status != "running" or time.monotonic() > deadline:
+                said = container.logs(tail=5).decode(errors="replace").strip()
+                raise AitestbedError("the cluster's gate (its login nodes' ssh) did not start: "
+                                     f"{said or container.status}")
+            time.sleep(0.1)
 
     def create_node(self, cluster: Cluster, node: Node, image: str) -> None:
         state, record = cluster.state, cluster.record
@@ -226,11 +345,9 @@ class DockerProvider(Provider):
                 binds[volume_name(state.name, mount)] = {"bind": mount, "mode": "rw"}
         for path in node.volumes:
             binds[node_volume_name(state.name, node.name, path)] = {"bind": path, "mode": "rw"}
-        port = record.ports.get(node.name)
         host_config = api.create_host_config(
             binds=binds,
             mounts=mounts or None,
-            port_bindings={22: (record.listen, port)} if port else None,
             restart_policy={"Name": "unless-stopped"},
             tmpfs={"/run": "rw,nosuid,nodev,mode=755"},
             # Docker's resolver on an internal network never answers a name it does not
@@ -247,9 +364,9 @@ class DockerProvider(Provider):
         try:
             api.create_container(
                 image, name=container_name(state.name, node.name), hostname=node.name,
-                labels={LABEL_CLUSTER: state.name, LABEL_NODE: node.name,
+                labels={**self._labels(state.name), LABEL_NODE: node.name,
                         LABEL_CLASS: node.node_class, LABEL_SYSTEM: node.system},
-                ports=[22] if port else None, host_config=host_config,
+                host_config=host_config,
                 networking_config=networking, stop_timeout=15, detach=True)
         except APIError as err:
             if mounts and "bind source path does not exist" in str(err.explanation or err):
@@ -261,24 +378,15 @@ class DockerProvider(Provider):
             raise
 
     def start_node(self, cluster: Cluster, node: Node) -> None:
-        state, record = cluster.state, cluster.record
+        state = cluster.state
         container = self.client.containers.get(container_name(state.name, node.name))
         if container.status == "running":
             return
-        if node.name in record.ports:
-            front = self._front(state.name)
-            if front.name not in container.attrs["NetworkSettings"]["Networks"]:
-                front.connect(container)
         try:
             container.start()
         except APIError as err:
-            text = str(err.explanation or err)
-            if "port is already allocated" in text or "address already in use" in text:
-                raise AitestbedError(
-                    f"port {record.listen}:{record.ports.get(node.name)} for {node.name}'s "
-                    "ssh is already in use: stop what holds it, or set ssh_port for this "
-                    "host in the inventory") from None
-            raise AitestbedError(f"cannot start {node.name}: {text}") from None
+            raise AitestbedError(f"cannot start {node.name}: "
+                                 f"{err.explanation or err}") from None
 
     def _each(self, cluster: str, nodes: list[str], work) -> None:
         containers = self._containers(cluster)
@@ -288,6 +396,11 @@ class DockerProvider(Provider):
 
     def stop_nodes(self, cluster: str, nodes: list[str]) -> None:
         self._each(cluster, nodes, lambda c: c.stop())
+        # the gate stops with the last node (`down`), and `up` starts it again
+        containers = self._containers(cluster)
+        gate_ = containers.pop(None, None)
+        if gate_ and not any(c.status == "running" for c in containers.values()):
+            gate_.stop(timeout=5)
 
     def remove_nodes(self, cluster: str, nodes: list[str]) -> None:
         # Stopped first, as `down` does: slurmctld saves its queue when asked to stop

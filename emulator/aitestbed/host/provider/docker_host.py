@@ -11,7 +11,7 @@ from aitestbed.host import storage
 from aitestbed.host.accounts import parse_size
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Topology
-from aitestbed.host.provider.base import NOT_ENFORCED, NodeHandle
+from aitestbed.host.provider.base import NOT_ENFORCED
 from aitestbed.host.state import ClusterRecord, ClusterState, free_port, port_in_use, recorded_ports
 
 KEPT_VOLUMES = ("this cluster keeps the Docker volumes it was made with (its files stay; "
@@ -32,14 +32,12 @@ def assign_ports(topology: Topology, record: ClusterRecord) -> None:
             record.ports[node.name] = port
 
 
-def check_ports(topology: Topology, record: ClusterRecord,
-                existing: dict[str, NodeHandle]) -> None:
-    """The ports of the login nodes about to start are free (another program's is named)."""
+def check_ports(topology: Topology, record: ClusterRecord, held: set[int]) -> None:
+    """The login nodes' ports are free, or `held` (the cluster's own gate publishes them);
+    another program's is named."""
     for node in topology.nodes:
         port = record.ports.get(node.name)
-        handle = existing.get(node.name)
-        if port and (handle is None or not handle.running) and port_in_use(
-                port, record.listen):
+        if port and port not in held and port_in_use(port, record.listen):
             raise AitestbedError(
                 f"port {record.listen}:{port} for {node.name}'s ssh is already in use by another "
                 "program: stop it, or set ssh_port for this host in the inventory"

@@ -1,0 +1,84 @@
+"""First contact as most people have it: a member of the `docker` group, not root, in a
+checkout of their own. The README's set-up (`make cluster-up`: the runtime venv only) brings
+up a one-system mini cluster beside root's (the session's), the user logs in with the
+passcode and runs a Slurm job; the name of root's cluster is refused to them, naming root.
+
+Run as root (it makes the user, in the `docker` group the engine's socket belongs to), with
+the images of the mini profile present (`make test`'s images phase), so nothing is built.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import shlex
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.presubmit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def as_user(user: str, command: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`command` in the user's login shell, in their checkout (~/aitestbed)."""
+    return subprocess.run(["runuser", "-l", user, "-c", f"cd ~/aitestbed && {command}"],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def docker_user():
+    """A new user in the `docker` group, with a copy of this checkout (what git tracks, and
+    what it would, so the images' inputs are the same files), removed at the end."""
+    if os.getuid() != 0:
+        pytest.skip("makes a user: run as root (CI does)")
+    try:
+        grp.getgrnam("docker")
+    except KeyError:
+        pytest.skip("no `docker` group on this machine: its engine is root's only")
+    user = f"aitbfc{uuid.uuid4().hex[:5]}"
+    subprocess.run(["useradd", "-m", "-G", "docker", "-s", "/bin/bash", user], check=True)
+    try:
+        home = Path(f"~{user}").expanduser()
+        files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co",
+                                "--exclude-standard"], capture_output=True, check=True).stdout
+        subprocess.run(f"tar -C {shlex.quote(str(ROOT))} --null -T - -c | "
+                       f"runuser -u {user} -- tar -C {home} --one-top-level=aitestbed -x",
+                       shell=True, input=files, check=True)
+        yield user
+    finally:
+        subprocess.run(["runuser", "-l", user, "-c", "cd ~/aitestbed 2>/dev/null && "
+                        ".venv/bin/aitestbed --name first-contact destroy"],
+                       capture_output=True, timeout=300, check=False)
+        subprocess.run(["pkill", "-KILL", "-u", user], check=False)
+        subprocess.run(["userdel", "-r", user], capture_output=True, check=False)
+
+
+def test_a_docker_group_member_brings_up_logs_in_and_runs_a_job(docker_user, cluster):
+    setup = as_user(docker_user, "make venv")
+    assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+    # the runtime only: none of the tests' tools
+    tools = as_user(docker_user, ".venv/bin/python -c 'import aitestbed.cli, ansible, pyotp' && "
+                    "! .venv/bin/python -m pytest --version")
+    assert tools.returncode == 0, tools.stdout + tools.stderr
+
+    taken = as_user(docker_user, f"make cluster-up PROFILE=mini SYSTEMS=graphcore "
+                    f"NAME={cluster.name}")
+    assert taken.returncode != 0
+    assert (f"a cluster named '{cluster.name}' on this Docker engine belongs to root (uid 0): "
+            "choose another --name") in taken.stderr
+    assert not Path(f"~{docker_user}/.local/state/aitestbed/{cluster.name}").expanduser().exists()
+
+    up = as_user(docker_user, "make cluster-up PROFILE=mini SYSTEMS=graphcore NAME=first-contact")
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+    assert "cluster 'first-contact' ready" in up.stdout + up.stderr
+    assert "building" not in up.stderr  # the images phase made them; nothing is built
+    login = as_user(docker_user, ".venv/bin/aitestbed --name first-contact login")
+    assert login.returncode == 0, login.stdout + login.stderr
+    job = as_user(docker_user, "ssh -F ~/.ssh/aitestbed-first-contact.conf -o BatchMode=yes "
+                  "gc-login-01 'srun -N1 hostname; whoami'", timeout=180)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert job.stdout.split() == ["gc-poplar-02", docker_user]
