@@ -22,6 +22,7 @@ from aitestbed.host.inventory import ansible_source, parse_systems
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.jobrun import report as jobrun_report
 from aitestbed.host.naming import check_cluster_name
+from aitestbed.host.paths import project_root
 from aitestbed.host.playbook import copies_host_artifacts, run_playbook
 from aitestbed.host.provider import PROVIDERS
 from aitestbed.host.state import ClusterState, practice_user_name
@@ -54,6 +55,11 @@ def cli(ctx: click.Context, name: str) -> None:
     aitestbed ssh-config > ~/.ssh/aitestbed.conf && ssh -F ~/.ssh/aitestbed.conf gc-login-01
     """
     ctx.obj = {"name": check_cluster_name(name)}
+    if not (project_root() / "inventory").is_dir():
+        raise AitestbedError(
+            f"no checkout at {project_root()} (its inventory/, roles/ and playbooks/): "
+            "aitestbed runs from its checkout; install it with `pipx install -e '.[host]'` "
+            "there (docs/install.md), or set AITESTBED_HOME to the checkout")
 
 
 @cli.command()
