@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from aitestbed.datasets import fashion_mnist, mnist
+from aitestbed.host import arch
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.paths import project_root
 
@@ -64,8 +65,7 @@ def pinned_wheels(root: Path, requirements: Path, dest: Path) -> Path:
         try:
             subprocess.run([sys.executable, "-m", "pip", "download", "-q",
                             "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
-                            "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
-                            "--platform", "manylinux_2_17_x86_64", "--platform", "any",
+                            "--python-version", "3.11", *arch.pip_platform_args(),
                             "--require-hashes", "-d", str(cache), "-r", str(requirements)],
                            check=True)
         except subprocess.CalledProcessError:

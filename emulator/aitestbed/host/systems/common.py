@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aitestbed.host import arch
 from aitestbed.host.sdk_artifacts import fresh_output, pinned_wheels
 from aitestbed.host.systems.model import Artifact
 
@@ -37,7 +38,7 @@ def build_wheelhouse(root: Path) -> Path:
               if ln.strip() and not ln.lstrip().startswith("#")]
     if wanted:
         subprocess.run([*pip, "download", "--only-binary=:all:", "--python-version", "3.11",
-                        "--platform", "manylinux2014_x86_64", "--platform", "any",
+                        *arch.pip_platform_args(),
                         "-d", str(wheelhouse), "-r", str(requirements)], check=True)
     return wheelhouse
 
