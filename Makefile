@@ -12,6 +12,7 @@ AITESTBED := $(BIN)/aitestbed --name $(NAME)
 
 .PHONY: help venv dev engine images cluster-up cluster-down cluster-destroy status test \
         test-all test-slow test-unit test-cluster lint bench lock clean rehearse kube-test-cluster \
+        release-images \
         kube-test-cluster-down
 
 help:
@@ -74,6 +75,18 @@ status: venv
 # (docs/kube-test-cluster.md); KUBE_TEST_CLUSTER=name runs another one beside it.
 KUBE_TEST_CLUSTER_CLI = $(BIN)/python scripts/kube-test-cluster/kube_test_cluster.py \
 	$(if $(KUBE_TEST_CLUSTER),--name $(KUBE_TEST_CLUSTER))
+
+# Every profile's node images, pushed to REGISTRY (HOST[:PORT]/PREFIX): what the release
+# workflow runs for each tag (.github/workflows/release-images.yml). `up` with
+# AITESTBED_REGISTRY set to it pulls them instead of building (docs/install.md).
+RELEASE_PROFILES ?= alcf alcf-2026
+release-images: venv engine
+	@test -n "$(REGISTRY)" || { echo "usage: make release-images REGISTRY=HOST[:PORT]/PREFIX [RELEASE_PROFILES='alcf alcf-2026'] [SYSTEMS=...]" >&2; exit 2; }
+	@for p in $(RELEASE_PROFILES); do \
+	    echo "aitestbed: pushing profile $$p's images to $(REGISTRY)" >&2; \
+	    $(BIN)/aitestbed images push --registry $(REGISTRY) --profile $$p \
+	        $(if $(SYSTEMS),--systems $(SYSTEMS)) || exit; \
+	done
 
 kube-test-cluster: dev engine
 	$(KUBE_TEST_CLUSTER_CLI) up

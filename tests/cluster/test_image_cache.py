@@ -11,6 +11,7 @@ real 2.5 GB OS layer would take minutes).
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -24,6 +25,7 @@ import pytest
 from aitestbed.host import imagecache, images
 from aitestbed.host.driver import AITESTBED
 from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import load as load_inventory
 
 pytestmark = [pytest.mark.cluster, pytest.mark.presubmit]
 
@@ -202,3 +204,55 @@ def test_a_refusing_or_stopped_registry_is_one_clear_error(client, tiny_chain, r
         assert ("asks for credentials" if where.startswith(locked) else "it is unreachable") \
             in result.stderr
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_make_release_images_pushes_every_class_and_a_subset_pulls_from_it(
+        client, tiny_chain, registry_at, tmp_path, monkeypatch):
+    """The release workflow's one command (.github/workflows/release-images.yml) against a
+    registry on 127.0.0.1: `make release-images` pushes the profile's base, OS layer and
+    each class image under the tags `up` asks for (tiny images, the real chain). Then a
+    one-system `up` finds every image there, its login node's in the profile's image that
+    carries more systems: nothing is built."""
+    classes = load_inventory("mini").class_systems
+    node_os = images.node_os_tag(client, images.base_image())
+    made = {}
+    for node_class, systems in classes.items():
+        context = tmp_path / f"class-{node_class}"
+        context.mkdir()
+        (context / "f").write_text(node_class)
+        (context / "Dockerfile").write_text("FROM scratch\nCOPY f /f\n")
+        tag = images.class_tag(client, node_os, node_class, systems)
+        made[tag] = client.images.build(path=str(context), rm=True, tag=tag)[0].id
+    try:
+        address = registry_at()
+        result = subprocess.run(["make", "-s", "-C", str(Path(__file__).resolve().parents[2]),
+                                 "release-images", f"REGISTRY={address}/release",
+                                 "RELEASE_PROFILES=mini"],
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "pushing profile mini's images" in result.stderr
+        with urllib.request.urlopen(f"http://{address}/v2/_catalog", timeout=10) as answer:
+            pushed = sorted(json.load(answer)["repositories"])
+        assert pushed == sorted(f"release/{name}" for name in
+                                ["base", "node-os", *classes]), pushed
+
+        for tag in made:  # a fresh engine: only the base and the OS layer are here
+            client.images.remove(tag, noprune=True)
+        monkeypatch.setenv("AITESTBED_REGISTRY", f"{address}/release")
+
+        def no_build(*args, **kwargs):
+            raise AssertionError("an image was built, not pulled")
+
+        monkeypatch.setattr(images, "build_host_artifacts", no_build)
+        subset = load_inventory("mini", ["graphcore"]).class_systems
+        assert subset["login"] == ("graphcore",) != classes["login"]
+        got = images.ensure_class_images(client, subset)
+        assert got["login"] == images.class_tag(client, node_os, "login", classes["login"])
+        assert {c: client.images.get(t).id for c, t in got.items()} == {
+            c: made[images.class_tag(client, node_os, c, classes[c])] for c in subset}
+    finally:
+        for image_id in made.values():
+            try:
+                client.images.remove(image_id, force=True)
+            except docker.errors.APIError:
+                pass

@@ -27,6 +27,7 @@ from docker.errors import APIError, BuildError, ImageNotFound
 from aitestbed.host import systems
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError
+from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.inventory import project_root
 from aitestbed.host.naming import LABEL_BUILD, LABEL_CLASS
 from aitestbed.host.playbook import run_playbook
@@ -84,6 +85,29 @@ def _from_registry(client: docker.DockerClient, tag: str) -> bool:
     except AitestbedError as err:
         say(f"{err}: building {tag}")
     return False
+
+
+def profile_class_systems() -> list[dict[str, tuple[str, ...]]]:
+    """Each profile's {class: its systems}: the images a release pushes (make
+    release-images), whose class images a subset's nodes may run from."""
+    return [load_inventory(path.stem).class_systems
+            for path in sorted((project_root() / "inventory").glob("*.yml"))]
+
+
+def _covering_from_registry(client: docker.DockerClient, node_os: str, inputs: str,
+                            node_class: str, wanted: Sequence[str]) -> str | None:
+    """A subset's class image absent from AITESTBED_REGISTRY: a profile's image of that
+    class carrying these systems and more (the fewest), pulled from there instead."""
+    if not os.environ.get("AITESTBED_REGISTRY"):
+        return None
+    supersets = sorted({carried for profile in profile_class_systems()
+                        if (carried := profile.get(node_class)) is not None
+                        and set(wanted) < set(carried)}, key=lambda c: (len(c), c))
+    for carried in supersets:
+        tag = class_tag(client, node_os, node_class, carried, inputs)
+        if _from_registry(client, tag):
+            return tag
+    return None
 
 
 def ensure_base(client: docker.DockerClient) -> str:
@@ -205,7 +229,12 @@ def ensure_class_images(client: docker.DockerClient,
         found = covering(client, node_class, inputs, classes[node_class])
         if found:
             tags[node_class] = found
-        elif not _from_registry(client, tags[node_class]):
+        elif _from_registry(client, tags[node_class]):
+            continue
+        elif found := _covering_from_registry(client, node_os, inputs, node_class,
+                                              classes[node_class]):
+            tags[node_class] = found
+        else:
             missing.append(node_class)
     if not missing:
         return tags
