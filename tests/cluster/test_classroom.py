@@ -195,6 +195,46 @@ def test_begin_and_reset_to_an_exercises_start(room):
     assert out.strip().endswith("before"), out
 
 
+def test_a_sparse_file_comes_back_sparse_and_a_home_over_the_cap_is_left_as_it_is(
+        room, monkeypatch):
+    """D09: learner02's 2 GiB sparse file (no data) is archived by root reading its data
+    only, and a reset brings it back sparse. A home with more data than the archive cap
+    (1 MiB here) is not kept by `begin` (a warning names it), and `reset` refuses it before
+    it cancels anything: the home and the job stay."""
+    rc, out = docker_exec(room, NODE, "truncate -s 2G ~/sparse.bin", user="learner02")
+    assert rc == 0, out
+    room.cli("classroom", "begin", "graphcore-login")
+    room.cli("classroom", "reset", "learner02", "--exercise", "graphcore-login")
+    _, out = docker_exec(room, LOGIN, "stat -c '%s %b %B' /home/learner02/sparse.bin; "
+                                      "du -sb /home/.classroom/learner02 | cut -f1")
+    size, blocks, block, archived = (int(w) for w in out.split())
+    assert size == 2 << 30 and blocks * block < 1 << 20, out  # back, and still sparse
+    assert archived < 1 << 20, out  # its archives hold no 2 GiB of zeros
+
+    monkeypatch.setenv("AITESTBED_CLASSROOM_ARCHIVE_CAP", "1M")
+    rc, out = docker_exec(room, NODE, "head -c 2M /dev/urandom > ~/big.bin && "
+                                      "sbatch --parsable --wrap 'sleep 600'", user="learner03")
+    assert rc == 0, out
+    job = out.split()[-1]
+    try:
+        begun = room.cli("classroom", "begin", "graphcore-login")
+        assert "kept the homes of 2 learners" in begun.stdout, begun.stdout
+        assert ("aitestbed: warning: learner03's home holds 2.0 MiB of data, over the 1.0 MiB "
+                "a classroom archive takes (AITESTBED_CLASSROOM_ARCHIVE_CAP): not kept") \
+            in begun.stderr, begun.stderr
+        refused = room.cli("classroom", "reset", "learner03", check=False)
+        assert refused.returncode == 1
+        assert "learner03's home holds 2.0 MiB of data" in refused.stderr
+        assert "not reset, nothing cancelled" in refused.stderr, refused.stderr
+        _, state = docker_exec(room, "gc-slurmctld", f"squeue -h -j {job} -o %T")
+        assert state.strip() in ("PENDING", "RUNNING"), state
+        rc, _ = docker_exec(room, LOGIN, "test -s /home/learner03/big.bin")
+        assert rc == 0
+    finally:
+        docker_exec(room, "gc-slurmctld", f"scancel {job}")
+        docker_exec(room, LOGIN, "rm -f /home/learner03/big.bin /home/learner02/sparse.bin")
+
+
 @pytest.mark.slow("starts and stops background load of other users' jobs (load)")
 def test_background_load_makes_real_queues_then_leaves_nothing(room):
     """`load start`: other users' jobs hold IPUs and one waits with (Resources), as learners

@@ -107,9 +107,12 @@ def list_(ctx: click.Context) -> None:
 @click.pass_context
 def begin(ctx: click.Context, exercise: str) -> None:
     """Start EXERCISE for the room: keep every home as it is now (for `reset --exercise`)."""
-    learners = _room(ctx).begin(exercise)
-    click.echo(f"{exercise}: kept the homes of {len(learners)} learners as they are now; "
+    done = _room(ctx).begin(exercise)
+    click.echo(f"{exercise}: kept the homes of {len(done['kept'])} learners as they are now; "
                f"`classroom reset LEARNER --exercise {exercise}` brings one back to this")
+    for line in done["left_out"]:
+        click.echo(f"aitestbed: warning: {line}: not kept (`reset --exercise {exercise}` "
+                   "cannot bring it back to this)", err=True)
 
 
 @classroom.command()
@@ -156,6 +159,8 @@ def destroy(ctx: click.Context, yes: bool) -> None:
     done = room.destroy()
     click.echo(f"offboarded {len(done['learners'])} learners in "
                f"{time.monotonic() - started:.1f} s; homes archived to {done['archives']}")
+    for line in done["left_in_place"]:
+        click.echo(f"aitestbed: warning: {line}", err=True)
 
 
 @click.group()

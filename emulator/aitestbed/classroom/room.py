@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import json
+import os
 import shlex
 import socket
 import tempfile
@@ -27,11 +28,20 @@ from aitestbed.exercises.probe import Probe
 from aitestbed.exercises.session import ClusterView
 from aitestbed.host.cluster import Cluster
 from aitestbed.host.inventory import Topology, ansible_source
+from aitestbed.host.jobrun.plan import PlanError, human_size, parse_size
 from aitestbed.host.playbook import run_playbook
 from aitestbed.host.state import ClusterState
 
 # On the shared /home, root-only: each learner's snapshots and the archives of resets.
 ARCHIVE = "/home/.classroom"
+# The most data (real blocks, not apparent sizes) a classroom archive takes of one home
+# (AITESTBED_CLASSROOM_ARCHIVE_CAP, e.g. 5G): root makes the archives, outside any
+# learner's quota. tar --sparse reads a sparse file's data only, so `truncate -s 100G`
+# costs nothing; a home over the cap is not archived, and the command says so (begin),
+# refuses (reset) or leaves the home in place (destroy).
+ARCHIVE_CAP_ENV = "AITESTBED_CLASSROOM_ARCHIVE_CAP"
+ARCHIVE_CAP = "2G"
+OVER_CAP = "aitestbed-over-cap"
 CREATED = "created"
 
 
@@ -117,19 +127,56 @@ def _run(probe: Probe, node: str, command: str, what: str) -> str:
     return out
 
 
-def snapshot_homes(probe: Probe, node: str, users: list[str], label: str) -> None:
+def archive_cap() -> int:
+    text = os.environ.get(ARCHIVE_CAP_ENV) or ARCHIVE_CAP
+    try:
+        return parse_size(text)
+    except PlanError as err:
+        raise ClassroomError(f"{ARCHIVE_CAP_ENV}={text}: {err}") from None
+
+
+def _capped(user: str, archive: str, whole: bool = False) -> str:
+    """Shell: archive the user's home into `archive` (its contents, or with `whole` the
+    directory itself; sparse-aware, numeric owners, links as links) unless its data is
+    over ARCHIVE_CAP; then print `OVER_CAP user bytes` instead."""
+    home = f"/home/{user}"
+    what = f"-C /home {user}" if whole else f"-C {home} ."
+    return (f"used=$(du -sx --block-size=1 -- {home} | cut -f1) && "
+            f"if [ \"$used\" -gt {archive_cap()} ]; then echo {OVER_CAP} {user} $used; "
+            f"else tar --sparse --numeric-owner -czf {archive} {what}; fi")
+
+
+def over_cap(output: str) -> dict[str, int]:
+    """{user: bytes of data} of the homes the archive commands left out."""
+    found = {}
+    for line in output.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[0] == OVER_CAP and words[2].isdigit():
+            found[words[1]] = int(words[2])
+    return found
+
+
+def over_cap_line(user: str, used: int) -> str:
+    return (f"{user}'s home holds {human_size(used)} of data, over the "
+            f"{human_size(archive_cap())} a classroom archive takes "
+            f"({ARCHIVE_CAP_ENV})")
+
+
+def snapshot_homes(probe: Probe, node: str, users: list[str], label: str) -> dict[str, int]:
     """ARCHIVE/<user>/<label>.tar.gz of each home, made by root without following links
-    (tar archives a link as a link); one command for the whole room."""
+    (tar archives a link as a link) and reading only a sparse file's data; one command for
+    the whole room. The homes over ARCHIVE_CAP are left out: {user: bytes of data}."""
     script = [f"umask 077 && install -d -m 0700 -o root -g root {ARCHIVE}"]
     for user in users:
-        home, keep = f"/home/{user}", f"{ARCHIVE}/{user}"
+        keep = f"{ARCHIVE}/{user}"
         # A new room's snapshots never mix with an earlier room's (its archives stay).
         fresh = f"rm -f {keep}/begin-*.tar.gz && " if label == CREATED else ""
+        part = f"{keep}/{label}.tar.gz.tmp"
         script.append(
             f"install -d -m 0700 -o root -g root {keep} && {fresh}"
-            f"tar --numeric-owner -C {home} -czf {keep}/{label}.tar.gz.tmp . && "
-            f"mv -f {keep}/{label}.tar.gz.tmp {keep}/{label}.tar.gz")
-    _run(probe, node, " && ".join(script), "the home snapshots")
+            f"rm -f {part} && {_capped(user, part)} && "
+            f"{{ ! test -f {part} || mv -f {part} {keep}/{label}.tar.gz; }}")
+    return over_cap(_run(probe, node, " && ".join(script), "the home snapshots"))
 
 
 def snapshots(probe: Probe, node: str, user: str) -> list[str]:
@@ -138,21 +185,31 @@ def snapshots(probe: Probe, node: str, user: str) -> list[str]:
         if rc == 0 else []
 
 
+def home_data(probe: Probe, node: str, user: str) -> int:
+    """The bytes of data (real blocks) in the user's home."""
+    out = _run(probe, node, f"du -sx --block-size=1 -- /home/{user} | cut -f1",
+               f"measuring {user}'s home")
+    return int(out.split()[0])
+
+
 def restore_home(probe: Probe, node: str, user: str, label: str) -> str:
     """Archive the home as it is now, empty it and unpack `label` into it, both as the
-    user; returns the archive's path."""
+    user; returns the archive's path. A home over ARCHIVE_CAP is left as it is (a
+    ClassroomError): what it holds would be lost without its archive."""
     keep = f"{ARCHIVE}/{user}"
     archive = f"{keep}/reset-{_stamp()}.tar.gz"
     home = f"/home/{user}"
     as_user = f"runuser -u {user} --"
-    _run(probe, node, " && ".join([
+    out = _run(probe, node, " && ".join([
         f"umask 077 && test -f {keep}/{label}.tar.gz",
-        f"tar --numeric-owner -C {home} -czf {archive} .",
+        _capped(user, archive),
         # Emptied and refilled by the learner's own uid: whatever links they planted, it
         # can only change what they could change themselves.
-        f"{as_user} find {home} -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} +",
-        f"{as_user} tar -C {home} -xzf - < {keep}/{label}.tar.gz",
+        f"{{ ! test -f {archive} || {{ {as_user} find {home} -mindepth 1 -maxdepth 1 "
+        f"-exec rm -rf -- {{}} + && {as_user} tar -C {home} -xzf - < {keep}/{label}.tar.gz; }}; }}",
     ]), f"resetting {user}'s home")
+    if used := over_cap(out).get(user):
+        raise ClassroomError(f"{over_cap_line(user, used)}: not reset (make room, then reset)")
     return archive
 
 
@@ -240,19 +297,21 @@ class Classroom(ClusterView):
     def _system_groups(self) -> dict[str, int]:
         return dict(self.topology.common_vars["system_groups"])
 
-    def begin(self, exercise: str) -> list[str]:
-        """Snapshot every learner's home at the start of `exercise` (for reset --exercise)."""
+    def begin(self, exercise: str) -> dict:
+        """Snapshot every learner's home at the start of `exercise` (for reset --exercise):
+        {"kept": learners, "left_out": a line per home over ARCHIVE_CAP}."""
         found = catalog.by_name(exercise)
         if found is None or found not in catalog.available(self.topology.systems):
             raise ClassroomError(f"no exercise {exercise!r} on this cluster: `aitestbed "
                                  "exercise list` shows them")
         with roster.exclusive(self.state.root, "classroom begin"):
             room = self.room
-            snapshot_homes(self.probe, home_node(self.topology), list(room.learners),
-                           f"begin-{exercise}")
+            left_out = snapshot_homes(self.probe, home_node(self.topology), list(room.learners),
+                                      f"begin-{exercise}")
             room.exercises[exercise] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
             roster.save_room(self.state.root, room)
-            return list(room.learners)
+            return {"kept": [n for n in room.learners if n not in left_out],
+                    "left_out": [over_cap_line(n, used) for n, used in left_out.items()]}
 
     def reset(self, learner: str, exercise: str | None = None) -> dict:
         with roster.exclusive(self.state.root, "classroom reset"):
@@ -267,6 +326,9 @@ class Classroom(ClusterView):
                     f"there is no snapshot of {learner}'s home at the start of {exercise!r}: "
                     f"`classroom begin {exercise}` takes one of every learner's home "
                     f"(begun so far: {', '.join(room.exercises) or 'none'})")
+            if (used := home_data(self.probe, node, learner)) > archive_cap():
+                raise ClassroomError(f"{over_cap_line(learner, used)}: not reset, nothing "
+                                     "cancelled (make room, then reset)")
             cancelled = cancel_jobs(self.probe, self.topology, [learner])
             cancelled.append(end_processes(self.probe, self.topology, learner))
             archive = restore_home(self.probe, node, learner, label)
@@ -284,16 +346,19 @@ class Classroom(ClusterView):
             stamp = _stamp()
             probe_script = " && ".join(
                 f"if [ -d /home/{u} ]; then install -d -m 0700 {ARCHIVE}/{u} && "
-                f"tar --numeric-owner -C /home -czf {ARCHIVE}/{u}/offboarded-{stamp}.tar.gz {u} && "
-                f"rm -rf --one-file-system /home/{u}; fi" for u in learners)
-            _run(self.probe, node, f"umask 077 && install -d -m 0700 {ARCHIVE} && {probe_script}",
-                 "archiving the homes")
+                f"{_capped(u, f'{ARCHIVE}/{u}/offboarded-{stamp}.tar.gz', whole=True)} && "
+                f"{{ ! test -f {ARCHIVE}/{u}/offboarded-{stamp}.tar.gz || "
+                f"rm -rf --one-file-system /home/{u}; }}; fi" for u in learners)
+            left = over_cap(_run(self.probe, node, f"umask 077 && install -d -m 0700 {ARCHIVE} "
+                                                   f"&& {probe_script}", "archiving the homes"))
             roster.save_room(self.state.root, None)
             if self.state.load().listen != LOOPBACK:
                 publish(self.state, LOOPBACK)
             return {"learners": learners,
                     "archives": f"{ARCHIVE}/<learner>/offboarded-{stamp}.tar.gz on the shared "
-                                "/home"}
+                                "/home",
+                    "left_in_place": [f"{over_cap_line(n, used)}: not archived, left in "
+                                      f"/home/{n}" for n, used in left.items()]}
 
 
 def _span(names: list[str]) -> str:
