@@ -283,6 +283,24 @@ def test_killed_scheduler_and_agent_leave_nothing_stuck(cluster, release_2_1_1):
     assert active == []
 
 
+@pytest.mark.slow("restarts the management node's container mid-run (fault, F7)")
+def test_a_run_survives_a_restart_of_the_management_node(cluster, release_2_1_1):
+    """F7: `docker restart` of cer-mgmt-01 while a run waits on its job. The restarted API
+    server refuses (403) what RBAC allows until it is ready; the client asks /readyz and
+    tries again instead of giving the run up."""
+    import docker  # noqa: PLC0415
+
+    start_run(cluster, "restarted", scale=0.5)
+    wait_for(lambda: execute_job_of(cluster, "restarted") or None, 240, POLL,
+             "the run's first job")
+    docker.from_env().containers.get(cluster.container(MGMT)).restart(timeout=10)
+    wait_for(lambda: "Training completed successfully!" in run_log(cluster, "restarted")
+             or "Error" in run_log(cluster, "restarted"), 600, POLL, "the run to end")
+    log = run_log(cluster, "restarted")
+    assert "Training completed successfully!" in log, log[-3000:]
+    assert "forbidden" not in log, log[-3000:]
+
+
 @pytest.mark.slow("kills the client mid-job and waits out the 30 s heartbeat timeout (fault)")
 def test_a_job_whose_client_died_is_cancelled(cluster, release_2_1_1):
     # Half the real pace: the execute job (about 85 s of device time) still runs when the

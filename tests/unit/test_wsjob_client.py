@@ -144,6 +144,42 @@ def test_a_lost_stream_of_a_succeeded_job_is_not_reported_as_its_success(monkeyp
     assert "broke before its result arrived" in str(raised.value)
 
 
+# F7: a restarted API server refuses (403) what RBAC allows until it is ready -------------
+class RestartingApi:
+    """get_job answers 403 Forbidden `refusals` times, /readyz saying `ready` meanwhile."""
+
+    def __init__(self, job, refusals, ready):
+        self.job, self.refusals, self._ready = job, refusals, ready
+        self.calls = self.readyz = 0
+
+    def get_job(self, name, namespace):
+        self.calls += 1
+        if self.calls <= self.refusals:
+            raise ApiError(403, "Forbidden", f'wsjobs.cerebras.com "{name}" is forbidden: '
+                           'User "bob" cannot get resource "wsjobs"')
+        return self.job
+
+    def ready(self):
+        self.readyz += 1
+        return self._ready
+
+
+def test_a_refusal_from_a_server_that_is_not_ready_is_retried(monkeypatch):
+    api = RestartingApi(ended("FAILED", "the workload failed"), refusals=4, ready=False)
+    runner = runner_with(api, monkeypatch)
+    assert runner._final_status("wsjob-a3c")["phase"] == "FAILED"
+    assert api.calls == 5 and api.readyz == 4
+
+
+def test_a_refusal_from_a_ready_server_is_final_at_once(monkeypatch):
+    api = RestartingApi(ended("FAILED", "x"), refusals=10, ready=True)
+    runner = runner_with(api, monkeypatch)
+    with pytest.raises(errors.ApplianceUnknownError, match=r"the cluster server answered: "
+                                                           r".*cannot get resource"):
+        runner._final_status("wsjob-a3c")
+    assert api.calls == 1
+
+
 # B11: another user's logs -----------------------------------------------------------------
 class LogsApi:
     def __init__(self, owner):

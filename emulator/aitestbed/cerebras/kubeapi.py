@@ -94,6 +94,21 @@ class KubeApi:
                            document.get("message", payload.decode(errors="replace")))
         return document
 
+    def ready(self) -> bool:
+        """Whether the API server says it is ready (/readyz, which every client may ask:
+        RBAC's roles loaded and its caches synced). A server that has just restarted
+        answers 403 to what RBAC allows until then."""
+        connection = self._connection(timeout=5)
+        try:
+            connection.request("GET", "/readyz", headers=self._headers())
+            response = connection.getresponse()
+            response.read()
+            return response.status == 200
+        except (ConnectionError, http.client.HTTPException, OSError):
+            return False
+        finally:
+            connection.close()
+
     # wsjobs ---------------------------------------------------------------
     @staticmethod
     def jobs_path(namespace: str, name: str | None = None, sub: str | None = None) -> str:

@@ -91,11 +91,22 @@ class KubernetesJobRunner:
         job = wsjob.build(job_type, request, user.pw_name, user.pw_uid, user.pw_gid,
                           self.namespace, os.environ.get("AITESTBED_TIME_SCALE", "0"), token,
                           workflow=self.workflow)
-        try:
-            name = self.api.create_job(job, self.namespace)["metadata"]["name"]
-        except (ApiError, Unreachable) as err:
-            raise self.errors.ApplianceClientError(
-                f"the cluster server refused the {job_type} job: {err}") from None
+        deadline = time.monotonic() + API_RETRY_SECONDS
+        while True:
+            try:
+                name = self.api.create_job(job, self.namespace)["metadata"]["name"]
+                break
+            except ApiError as err:
+                # refused before it was made: asked again while the server is not ready
+                if (err.status in (401, 403) and not self.api.ready()
+                        and time.monotonic() < deadline):
+                    time.sleep(1)
+                    continue
+                raise self.errors.ApplianceClientError(
+                    f"the cluster server refused the {job_type} job: {err}") from None
+            except Unreachable as err:
+                raise self.errors.ApplianceClientError(
+                    f"the cluster server refused the {job_type} job: {err}") from None
         if wsjob.release_tuple(__version__) >= (2, 10):  # that release's log line
             logger.info(f"Job id: {name}, workflow id: {self.workflow}, namespace: "
                         f"{self.namespace}, remote log path: {job['spec']['workdir']}")
@@ -111,14 +122,24 @@ class KubernetesJobRunner:
         finally:
             heartbeat.stop()
 
+    def _transient(self, err: Exception) -> bool:
+        """An answer to try again: no answer, 5xx or 429, or a refusal (401, 403) from a
+        server that is not ready (just restarted: its RBAC not loaded yet)."""
+        if isinstance(err, Unreachable):
+            return True
+        if err.status >= 500 or err.status == 429:
+            return True
+        return err.status in (401, 403) and not self.api.ready()
+
     def _get_job(self, name: str) -> dict:
-        """The job; an unreachable server is retried for API_RETRY_SECONDS, then reported."""
+        """The job; an unreachable or not yet ready server is retried for
+        API_RETRY_SECONDS, then reported."""
         deadline = time.monotonic() + API_RETRY_SECONDS
         while True:
             try:
                 return self.api.get_job(name, self.namespace)
             except (Unreachable, ApiError) as err:
-                if isinstance(err, ApiError) and err.status < 500 and err.status != 429:
+                if not self._transient(err):
                     raise self.errors.ApplianceUnknownError(
                         f"Job {name}: the cluster server answered: {err}") from None
                 if time.monotonic() >= deadline:
