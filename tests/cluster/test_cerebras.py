@@ -291,8 +291,8 @@ def test_a_run_survives_a_restart_of_the_management_node(cluster, release_2_1_1)
     import docker  # noqa: PLC0415
 
     start_run(cluster, "restarted", scale=0.5)
-    wait_for(lambda: execute_job_of(cluster, "restarted") or None, 240, POLL,
-             "the run's first job")
+    wait_for(lambda: "job id" in run_log(cluster, "restarted").lower(), 240, POLL,
+             "the run's compile job")
     docker.from_env().containers.get(cluster.container(MGMT)).restart(timeout=10)
     wait_for(lambda: "Training completed successfully!" in run_log(cluster, "restarted")
              or "Error" in run_log(cluster, "restarted"), 600, POLL, "the run to end")
