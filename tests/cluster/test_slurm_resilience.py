@@ -46,6 +46,32 @@ def test_a_controller_restart_keeps_queued_and_running_jobs(cluster):
         cluster.run(LOGIN, f"scancel {running} {held}")
 
 
+def test_a_crash_keeps_what_slurmctld_saved_five_seconds_before(cluster):
+    """F1: slurmctld saves its state at most every 5 s (SAVE_MAX_WAIT, compiled into
+    Slurm 22.05), so a `kill -9` loses jobs accepted in the last seconds (docs/slurm.md
+    says which). Jobs accepted 7 s before the crash are all there after runit restarts
+    it, and the running one was not started again."""
+    rc, out = cluster.run(LOGIN, "sbatch --parsable --ipus=1 -o /dev/null --wrap 'sleep 120'; "
+                                 "sbatch --parsable --hold -o /dev/null --wrap true; "
+                                 "sbatch --parsable --hold -o /dev/null --wrap true")
+    assert rc == 0, out
+    jobs = out.split()
+    try:
+        wait_for(lambda: job_states(cluster, jobs[:1]).get(jobs[0]) == "RUNNING", 20, POLL,
+                 "RUNNING")
+        started = cluster.run(LOGIN, f"squeue -h -j {jobs[0]} -o %S")[1].strip()
+        time.sleep(7)
+        controller = docker.from_env().containers.get(cluster.container("gc-slurmctld"))
+        assert controller.exec_run(["pkill", "-9", "-x", "slurmctld"]).exit_code == 0
+        wait_for(lambda: "is UP" in cluster.run(LOGIN, "scontrol ping")[1], 60, POLL,
+                 "the controller")
+        assert controller_job_states(cluster, jobs) == {
+            jobs[0]: "RUNNING", jobs[1]: "PENDING", jobs[2]: "PENDING"}
+        assert cluster.run(LOGIN, f"squeue -h -j {jobs[0]} -o %S")[1].strip() == started
+    finally:
+        cluster.run(LOGIN, f"scancel {' '.join(jobs)}")
+
+
 def sinfo_state(cluster, node: str) -> str:
     return cluster.run(LOGIN, f"sinfo -h -N -n {node} -o %t")[1].strip()
 
