@@ -126,3 +126,34 @@ def test_the_page_in_a_browser_turns_a_learner_green_within_one_refresh(cluster,
         assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         undo()
+
+
+def test_served_on_every_address_the_page_refuses_the_clusters_nodes_and_jobs(cluster):
+    """D11: `classroom serve --host 0.0.0.0` is reached from a node (and a job on it)
+    through its network's gateway, the host's address there: those get 403, not the
+    room's names and queues; this machine itself still gets the page."""
+    import docker  # noqa: PLC0415
+    from aitestbed.classroom.web import REFUSED, cluster_networks  # noqa: PLC0415
+    from aitestbed.host.naming import network_name  # noqa: PLC0415
+
+    gateway = docker.from_env().networks.get(network_name(cluster.name)).attrs[
+        "IPAM"]["Config"][0]["Gateway"]
+    server = PageServer(Watcher.for_cluster(cluster.name, INTERVAL), "0.0.0.0", 0,
+                        refused=cluster_networks()).start()
+    try:
+        url = f"http://{gateway}:{server.port}/api/room.json"
+        script = ("import urllib.request, urllib.error\n"
+                  f"try:\n    print(urllib.request.urlopen('{url}', timeout=10).status)\n"
+                  "except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())\n")
+        rc, out = cluster.run(GC_LOGIN, f"cat > ~/d11.py <<'EOF'\n{script}EOF")
+        assert rc == 0, out
+        for command in ("python3 ~/d11.py", f"srun -w {GC_NODE} python3 ~/d11.py"):
+            rc, out = cluster.run(GC_LOGIN, command)
+            assert out.startswith("403 " + REFUSED.strip()), (command, out)
+        import urllib.request  # noqa: PLC0415
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/api/room.json",
+                                    timeout=10) as answer:
+            assert answer.status == 200
+    finally:
+        server.stop()

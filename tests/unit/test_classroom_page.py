@@ -780,3 +780,18 @@ def test_pbs_down_is_an_error_line():
     assert raw.errors == ["groq-r01-control: qstat failed (exit 2): Connection refused"]
     page = summarize(raw, room(USER), None, {}, [])
     assert page.panels[1].notes == ["PBS's jobs were not read"]
+
+
+def test_served_wide_the_page_refuses_the_clusters_own_networks():
+    """D11: with --host 0.0.0.0 the nodes and jobs reach the host through their networks'
+    gateways; requests from those subnets get 403, the rest the page."""
+    import ipaddress  # noqa: PLC0415
+
+    page = page_of(recorded())
+    client = web.make_app(fixed(page), refused=[ipaddress.ip_network("172.20.0.0/16")]
+                          ).test_client()
+    for path in ("/", "/api/room.json"):
+        node = client.get(path, environ_base={"REMOTE_ADDR": "172.20.0.5"})
+        assert node.status_code == 403 and node.text == web.REFUSED
+        laptop = client.get(path, environ_base={"REMOTE_ADDR": "192.0.2.10"})
+        assert laptop.status_code == 200

@@ -8,13 +8,14 @@ reloads itself with `<meta http-equiv="refresh">`: no JavaScript at all, CSS inl
 from __future__ import annotations
 
 import errno
+import ipaddress
 import math
 import socket
 import sys
 import threading
 import time
 
-from flask import Flask, jsonify, render_template
+from flask import Flask, jsonify, render_template, request
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from aitestbed.classroom.page import (
@@ -27,6 +28,7 @@ from aitestbed.classroom.page import (
 )
 from aitestbed.classroom.watcher import Watcher
 from aitestbed.host.errors import AitestbedError
+from aitestbed.host.naming import LABEL_CLUSTER
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8700
@@ -49,9 +51,45 @@ def ago(seconds: float) -> str:
     return f"{seconds // 3600} h ago"
 
 
-def make_app(watcher: Watcher, now=time.time) -> Flask:
-    """The page's app: `/` renders the watcher's last snapshot, `/api/room.json` gives it."""
+Networks = list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+REFUSED = "the instructor's page is not served to the testbed's own nodes and jobs\n"
+
+
+def cluster_networks() -> Networks:
+    """The subnets of every testbed cluster's Docker networks on this engine (their nodes'
+    and jobs' addresses): [] when the engine cannot be asked."""
+    from aitestbed.host.engine import connect  # noqa: PLC0415 - only for a page served wide
+
+    try:
+        found = connect().networks.list(filters={"label": LABEL_CLUSTER})
+    except Exception:  # noqa: BLE001 - no engine to ask: no cluster network to refuse
+        return []
+    subnets = []
+    for network in found:
+        for config in (network.attrs.get("IPAM") or {}).get("Config") or []:
+            try:
+                subnets.append(ipaddress.ip_network(config.get("Subnet", ""), strict=False))
+            except ValueError:
+                continue
+    return subnets
+
+
+def make_app(watcher: Watcher, now=time.time, refused: Networks | None = None) -> Flask:
+    """The page's app: `/` renders the watcher's last snapshot, `/api/room.json` gives it.
+    A request from an address in `refused` (the clusters' own networks) gets 403."""
     app = Flask(__name__)
+    refused = list(refused or [])
+
+    @app.before_request
+    def not_to_the_cluster():
+        try:
+            address = ipaddress.ip_address(request.remote_addr or "")
+        except ValueError:
+            return None
+        if any(address in network for network in refused):
+            return REFUSED, 403, {"Content-Type": "text/plain; charset=utf-8"}
+        return None
+
     app.jinja_env.globals.update(clock=clock, ago=ago, classes=CLASSES, short=SHORT,
                                  statuses=STATUSES)
 
@@ -88,9 +126,10 @@ class _QuietHandler(WSGIRequestHandler):
 class PageServer:
     """The page served from a thread of its own (serve() runs one in the foreground)."""
 
-    def __init__(self, watcher: Watcher, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT):
+    def __init__(self, watcher: Watcher, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                 refused: Networks | None = None):
         self.watcher = watcher
-        self.server: BaseWSGIServer = bind(make_app(watcher), host, port)
+        self.server: BaseWSGIServer = bind(make_app(watcher, refused=refused), host, port)
         self.host, self.port = host, self.server.port
         self._thread: threading.Thread | None = None
 
@@ -166,10 +205,15 @@ def serve(cluster: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
     anything else starts: one in use is an AitestbedError, nothing is left running."""
     if not (isinstance(interval, int | float) and math.isfinite(interval) and interval > 0):
         raise AitestbedError(f"--interval {interval} is not a number of seconds above 0")
-    server = PageServer(Watcher.for_cluster(cluster, interval), host, port)
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"note: the page is open to every machine that reaches {host}:{server.port}; "
-              "it shows user names and jobs", file=sys.stderr)
+    local = host in ("127.0.0.1", "localhost", "::1")
+    # Served wider than this machine, the testbed's own nodes (and every job on them)
+    # would reach it through their networks' gateways: those addresses are refused.
+    server = PageServer(Watcher.for_cluster(cluster, interval), host, port,
+                        refused=None if local else cluster_networks())
+    if not local:
+        print(f"note: the page is open to every machine that reaches {host}:{server.port}, "
+              "but not to the testbed's own nodes and jobs (refused); it shows user names "
+              "and jobs", file=sys.stderr)
     print(f"the instructor's page of cluster {cluster!r}: {server.url} (a new snapshot every "
           f"{interval:g} s; ^C stops)", flush=True)
     try:
