@@ -282,3 +282,67 @@ def test_b11_another_users_logs_are_refused(cluster, attacker, sniffed_run):
         rc, out = cluster.run(LOGIN, f"cd /tmp && csctl log-export {name} && "
                                      f"tar tzf {name}.tar.gz && rm {name}.tar.gz")
         assert rc == 0 and f"{name}/workload.log" in out, out
+
+
+# D01: etcd beside the control plane, reached from a workload --------------------------
+ETCD_MODULE = """
+import base64, json, socket, ssl, urllib.request
+KEY = base64.b64encode(b"/registry/clusterrolebindings/d01-pwned").decode()
+VALUE = base64.b64encode(json.dumps({"kind": "ClusterRoleBinding"}).encode()).decode()
+BODY = json.dumps({"key": KEY, "value": VALUE}).encode()
+for scheme in ("http", "https"):
+    context = ssl._create_unverified_context()  # no client certificate: it has none
+    try:
+        request = urllib.request.Request(f"{scheme}://127.0.0.1:2379/v3/kv/put", BODY)
+        answer = urllib.request.urlopen(request, timeout=5, context=context)
+        print("ETCD", scheme, "ANSWERED", answer.status, flush=True)
+    except Exception as err:
+        print("ETCD", scheme, "refused", type(err).__name__, flush=True)
+for name in ("apiserver-client.key", "server.key", "ca.crt"):
+    try:
+        open("/etc/kubernetes/pki/etcd/" + name).read()
+        print("ETCD-FILE", name, "READ", flush=True)
+    except OSError as err:
+        print("ETCD-FILE", name, "refused", type(err).__name__, flush=True)
+
+
+def flow(params, **functions):
+    return None
+"""
+
+ETCD_AS_API_SERVER = """
+import json, ssl, urllib.request
+pki = "/etc/kubernetes/pki/etcd/"
+context = ssl.create_default_context(cafile=pki + "ca.crt")
+context.load_cert_chain(pki + "apiserver-client.crt", pki + "apiserver-client.key")
+answer = urllib.request.urlopen("https://127.0.0.1:2379/version", timeout=5, context=context)
+print(json.load(answer)["etcdserver"])
+"""
+
+
+def test_d01_a_workload_on_the_management_node_gets_nothing_from_etcd(cluster, attacker):
+    """mallory's compile workload, on cer-mgmt-01 beside the control plane, POSTs a
+    ClusterRoleBinding to etcd's JSON gateway over http and over TLS without a client
+    certificate, and reads etcd's keys: all refused, and no binding exists. The API
+    server's own certificate gets an answer (etcd is there, with TLS)."""
+    module = base64.b64encode(ETCD_MODULE.encode()).decode()
+    rc, out = as_attacker(cluster, "mkdir -p ~/etcdpkg && chmod a+x ~ && chmod a+rx ~/etcdpkg "
+                                   f"&& echo {module} | base64 -d > ~/etcdpkg/etcdmod.py "
+                                   "&& chmod a+r ~/etcdpkg/etcdmod.py")
+    assert rc == 0, out
+    name = f"wsjob-probeetcd{uuid.uuid4().hex[:8]}"
+    request = json.dumps({
+        "release": "2.1.1", "num_csx": 1, "compile_dir": ATTACKER,
+        "python_paths": [f"/home/{ATTACKER}/etcdpkg"], "mount_dirs": [f"/home/{ATTACKER}"],
+        "program": {"flow": "etcdmod:flow", "functions": {"model_fn": "etcdmod:flow"},
+                    "params": {}, "compile_only": True, "validate_only": False}})
+    followed = attack(cluster, "submit", name, request, timeout=300)
+    assert followed["phase"] in FINISHED, followed
+    log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
+    tries = [line for line in log.splitlines() if line.startswith(("ETCD ", "ETCD-FILE "))]
+    assert len(tries) == 5, log  # her code ran on the management node...
+    assert all(" refused " in line for line in tries), tries  # ...and got nothing
+    bindings = on_mgmt(cluster, "kubectl get clusterrolebindings -o name")
+    assert "d01-pwned" not in bindings
+    version = on_mgmt(cluster, f"python3 -c {shlex.quote(ETCD_AS_API_SERVER)}")
+    assert version.startswith("3."), version

@@ -2,7 +2,8 @@
 
 What it installs comes from the cluster's state directory (its record: cluster_record;
 the credentials: aitestbed.host.systems.cerebras_pki):
-  management node  /etc/kubernetes/pki (API server), admin/ and controller/
+  management node  /etc/kubernetes/pki (API server; etcd/: etcd's CA and certificates),
+                   admin/ and controller/
                    credentials, /root/.kube/config, /etc/cerebras/controller.json
   agent nodes      /etc/kubernetes/agent/
   /n1 holders      /n1/wsjob and its workdir/<namespace> owned by root (the agent, root,
@@ -76,6 +77,14 @@ def management_node(cluster: ApplianceCluster, own: Path) -> None:
     install_file(CLUSTER_DIR / "kubernetes" / "ca.crt", pki / "ca.crt", 0o444)
     for name in ("apiserver.crt", "apiserver.key", "sa.key", "sa.pub"):
         install_file(own / name, pki / name, 0o600)
+    # etcd's own CA, its serving certificate and the API server's client certificate:
+    # root's alone (etcd and kube-apiserver run as root; workloads never do).
+    etcd = pki / "etcd"
+    etcd.mkdir(mode=0o700, exist_ok=True)
+    etcd.chmod(0o700)
+    install_file(own / "etcd" / "ca.crt", etcd / "ca.crt", 0o600)
+    for name in ("server.crt", "server.key", "apiserver-client.crt", "apiserver-client.key"):
+        install_file(own / "etcd" / name, etcd / name, 0o600)
     for identity in ("admin", "controller"):
         credentials_dir(KUBERNETES / identity, "https://127.0.0.1:6443",
                         own / f"{identity}.crt", own / f"{identity}.key")

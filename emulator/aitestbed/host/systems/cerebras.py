@@ -110,6 +110,14 @@ def publish(state: ClusterState, topology: Topology, accounts: dict) -> None:
         directory = state.node_dir(node.name) / "kubernetes"
         if node.name == record.management_node:
             ca.server(directory, node.dns_names)
+            # etcd takes client certificates from a CA of its own, which signs the API
+            # server's alone: a certificate of the cluster's CA (every user has one) is
+            # no key to it (D01).
+            etcd_ca = cerebras_pki.ClusterCA(state.root / "kubernetes" / "etcd",
+                                             directory / "etcd", "aitestbed-etcd-ca")
+            etcd_ca.server(directory / "etcd", ["localhost"], stem="server")
+            etcd_ca.client(directory / "etcd", "apiserver-client", "kube-apiserver",
+                           cerebras_pki.ADMIN_GROUP)
             ca.client(directory, "admin", "aitestbed-admin", cerebras_pki.ADMIN_GROUP)
             ca.client(directory, "controller", "wsjob-controller", cerebras_pki.APPLIANCE_GROUP)
             cerebras_pki.service_account_keys(directory)

@@ -96,7 +96,8 @@ class ClusterCA:
 
     validity = VALIDITY
 
-    def __init__(self, key_dir: Path, public_dir: Path):
+    def __init__(self, key_dir: Path, public_dir: Path,
+                 common_name: str = "aitestbed-cerebras-ca"):
         self.key_path = key_dir / "ca.key"
         self.cert_path = public_dir / "ca.crt"
         if self.key_path.is_file() and self.cert_path.is_file():
@@ -104,7 +105,7 @@ class ClusterCA:
             self.cert = x509.load_pem_x509_certificate(self.cert_path.read_bytes())
             return
         self.key = _new_key(self.key_path)
-        self.cert = _ca_certificate(self.key, "aitestbed-cerebras-ca", self.validity)
+        self.cert = _ca_certificate(self.key, common_name, self.validity)
         self.cert_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
@@ -134,10 +135,11 @@ class ClusterCA:
             return False
         return cert.not_valid_after_utc > datetime.datetime.now(datetime.UTC)
 
-    def server(self, directory: Path, dns_names: list[str]) -> None:
-        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in [*dns_names, "localhost"]]
+    def server(self, directory: Path, dns_names: list[str], stem: str = "apiserver") -> None:
+        sans: list[x509.GeneralName] = [x509.DNSName(n)
+                                         for n in dict.fromkeys([*dns_names, "localhost"])]
         sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-        self._issue(directory, "apiserver", _name(dns_names[0]),
+        self._issue(directory, stem, _name(dns_names[0]),
                     ExtendedKeyUsageOID.SERVER_AUTH, sans)
 
     def client(self, directory: Path, stem: str, user: str, group: str) -> None:
