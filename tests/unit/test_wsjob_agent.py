@@ -58,6 +58,8 @@ def make_agent(tmp_path, monkeypatch):
         made = agent_module.Agent.__new__(agent_module.Agent)
         made.node, made.api = "cer-cs2-01", FakeApi(jobs)
         made.service_user = pwd.getpwuid(os.getuid())
+        # the jobs' user, "owner", stands for this test's own account
+        made.runner = lambda job: made.service_user
         made.pythons = {"2.1.1": str(python)}
         made.workloads = {}
         made.workdir_root = str(tmp_path / "workdir")
@@ -308,9 +310,9 @@ def flow(params, **functions):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs the workload as another user: needs root")
-def test_the_real_worker_run_as_the_service_user_cannot_swap_the_agents_files():
+def test_the_real_worker_run_as_its_user_cannot_swap_the_agents_files():
     """B21 from inside: the user's own code, imported by cerebras_pytorch's worker as the
-    service user (`nobody` here), replaces result.json, workload.log and request.json with
+    job's user (`nobody` standing for mallory here), replaces result.json, workload.log and request.json with
     links to a root-only secret. Every swap is refused; nothing secret is exported."""
     import shutil
     import tempfile
@@ -348,6 +350,7 @@ def test_the_real_worker_run_as_the_service_user_cannot_swap_the_agents_files():
         agent = agent_module.Agent.__new__(agent_module.Agent)
         agent.node, agent.api = "cer-cs2-01", FakeApi([made])
         agent.service_user, agent.pythons = service, {"2.1.1": str(python)}
+        agent.runner = lambda job: service
         agent.workloads, agent.workdir_root = {}, str(root / "workdir")
         original = wsjob.COMPILE_ROOT
         wsjob.COMPILE_ROOT = str(root / "compile")
@@ -392,9 +395,11 @@ def test_the_loop_lists_the_jobs_when_woken_or_every_resync_not_every_tick(
     assert 3 <= calls["list"] <= 4  # the resync
 
 
-def test_release_2_10_workloads_run_as_their_user_never_a_system_account(tmp_path):
-    """The 2.10 appliance reads the user's files as the user; the account comes from the
-    name the API server checked, never from spec.user.uid (which the user writes)."""
+def test_every_releases_workloads_run_as_their_user_never_a_system_account(tmp_path):
+    """The appliance reads the user's files as the user (2.10 did; earlier releases' one
+    service user for every job let users attack each other's, D02); the account comes
+    from the name the API server checked, never from spec.user.uid (which the user
+    writes)."""
     service = pwd.struct_passwd(("wsjob", "x", 9901, 9901, "", "/", "/bin/false"))
     alice = pwd.struct_passwd(("alice", "x", 20001, 20001, "", "/home/alice", "/bin/bash"))
     accounts = {"alice": alice, "root": pwd.getpwnam("root")}
@@ -405,7 +410,7 @@ def test_release_2_10_workloads_run_as_their_user_never_a_system_account(tmp_pat
         return made
 
     lookup = accounts.__getitem__
-    assert agent_module.workload_user(job_of("alice", "2.1.1"), service, lookup) is service
+    assert agent_module.workload_user(job_of("alice", "2.1.1"), service, lookup) is alice
     assert agent_module.workload_user(job_of("alice", "2.10.0"), service, lookup) is alice
     with pytest.raises(agent_module.WorkloadUserError, match="system account"):
         agent_module.workload_user(job_of("root", "2.10.0"), service, lookup)

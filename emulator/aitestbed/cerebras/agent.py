@@ -295,12 +295,15 @@ class Agent:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8",
                "USER": runner.pw_name,
                "AITESTBED_TIME_SCALE": str(spec.get("timeScale", "0"))}
+        groups = ",".join(map(str, self.supplementary_groups(runner))) or "-"
+        # Under a shepherd of root's: the worker runs as the job's runner, and whatever it
+        # leaves behind (a setsid daemon) dies with the job (D02).
+        shepherd = [sys.executable, "-m", "aitestbed.cerebras.shepherd", str(runner.pw_uid),
+                    str(runner.pw_gid), groups, "--"]
         try:
-            process = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=subprocess.STDOUT,
-                                       start_new_session=True, user=runner.pw_uid,
-                                       group=runner.pw_gid,
-                                       extra_groups=self.supplementary_groups(runner))
+            process = subprocess.Popen([*shepherd, *argv], cwd=work, env=env,
+                                       stdin=subprocess.DEVNULL, stdout=out,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             os.close(out)
         ticks = process_start_ticks(process.pid) or 0

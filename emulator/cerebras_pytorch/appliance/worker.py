@@ -19,6 +19,7 @@ at most 60 s for the client).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import errno
 import json
 import logging
@@ -230,8 +231,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+PR_SET_DUMPABLE = 4
+
+
+def not_dumpable() -> None:
+    """No other process of the same user may ptrace this one or read its memory
+    (/proc/PID/mem): the client's token and the model live here (D03)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    not_dumpable()
     try:
         channel = ChannelServer(args.port, args.client_token_sha256)
     except OSError as err:
