@@ -346,3 +346,41 @@ def test_d01_a_workload_on_the_management_node_gets_nothing_from_etcd(cluster, a
     assert "d01-pwned" not in bindings
     version = on_mgmt(cluster, f"python3 -c {shlex.quote(ETCD_AS_API_SERVER)}")
     assert version.startswith("3."), version
+
+
+# D02, D03: one uid per job's user, nothing left behind -----------------------------------
+LEAVER_MODULE = """
+import ctypes, os, pwd, subprocess, sys
+print("WHO", pwd.getpwuid(os.getuid()).pw_name, flush=True)
+print("DUMPABLE", ctypes.CDLL(None).prctl(3, 0, 0, 0, 0), flush=True)  # PR_GET_DUMPABLE
+# a daemon that outlives the job unless someone kills it: double fork, its own session
+subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.Popen("
+                  "['sleep', '600'], start_new_session=True)"], start_new_session=True).wait()
+
+
+def flow(params, **functions):
+    return None
+"""
+
+
+def test_d02_d03_a_workload_runs_as_its_user_undumpable_and_leaves_nothing(cluster, attacker):
+    """mallory's compile workload runs as mallory (not a service user every job shares, so
+    it can neither kill, read nor forge another user's), is not dumpable, and the
+    `setsid` daemon it starts dies when its job ends."""
+    module = base64.b64encode(LEAVER_MODULE.encode()).decode()
+    rc, out = as_attacker(cluster, "mkdir -p ~/leavepkg && chmod a+x ~ && chmod a+rx ~/leavepkg "
+                                   f"&& echo {module} | base64 -d > ~/leavepkg/leavemod.py "
+                                   "&& chmod a+r ~/leavepkg/leavemod.py")
+    assert rc == 0, out
+    name = f"wsjob-probeleave{uuid.uuid4().hex[:8]}"
+    request = json.dumps({
+        "release": "2.1.1", "num_csx": 1, "compile_dir": ATTACKER,
+        "python_paths": [f"/home/{ATTACKER}/leavepkg"], "mount_dirs": [f"/home/{ATTACKER}"],
+        "program": {"flow": "leavemod:flow", "functions": {"model_fn": "leavemod:flow"},
+                    "params": {}, "compile_only": True, "validate_only": False}})
+    followed = attack(cluster, "submit", name, request, timeout=300)
+    assert followed["phase"] in FINISHED, followed
+    log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
+    assert f"WHO {ATTACKER}" in log and "DUMPABLE 0" in log, log
+    left = cluster.host(MGMT).run(f"pgrep -a -u {ATTACKER}")
+    assert left.rc == 1, left.stdout  # nothing of hers runs on the management node
