@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import time
@@ -317,8 +318,13 @@ class DockerProvider(Provider):
 
     @staticmethod
     def _wait_listening(container) -> None:
+        """Until the gate's current run says it listens (an earlier run's lines, before a
+        restart, do not count)."""
         deadline = time.monotonic() + GATE_READY_S
-        while gate.READY not in container.logs().decode(errors="replace"):
+        container.reload()
+        started = container.attrs["State"]["StartedAt"]
+        since = int(datetime.datetime.fromisoformat(started[:19] + "+00:00").timestamp())
+        while gate.READY not in container.logs(since=since).decode(errors="replace"):
             container.reload()
             if container.status != "running" or time.monotonic() > deadline:
                 said = container.logs(tail=5).decode(errors="replace").strip()
