@@ -56,8 +56,8 @@ def test_login_nodes_have_no_route_out_and_the_gate_alone_publishes_their_ssh(cl
     assert config["Entrypoint"][-2:] == ["-m", "aitestbed.node.gate"]
     assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True
     assert "no-new-privileges" in host["SecurityOpt"]
-    top = gate.top(ps_args="-o user,args")["Processes"]
-    assert [p[0] for p in top] == ["nobody"] and "aitestbed.node.gate" in top[0][1], top
+    top = gate.top(ps_args="-o pid,user,args")["Processes"]
+    assert [p[1] for p in top] == ["nobody"] and "aitestbed.node.gate" in top[0][2], top
     # and no firewall rule of ours is needed (clusters made before the gate lose theirs)
     listed = subprocess.run(["iptables", "-S", egress.CHAIN], capture_output=True, text=True)
     assert f"aitestbed {cluster.name}:" not in listed.stdout
