@@ -295,7 +295,8 @@ def run_cmd(ctx: click.Context, scripts: tuple[str, ...], system: str, user: str
       124  a job ran past --timeout or its time limit (TIMEOUT)
       1    a job ended without an exit code of its own (CANCELLED, NODE_FAIL, ...)
       125  aitestbed run itself failed: no such cluster, cluster not ready, unknown
-           system or user, no access, missing script or directory, bad option
+           system or user, no access, missing script or directory, bad option (one
+           sbatch or qsub refuses too)
     """
     several = len(scripts) > 1
     stream = sys.stderr if as_json else sys.stdout
