@@ -446,3 +446,65 @@ def test_run_with_an_option_sbatch_refuses_exits_125_with_its_message(monkeypatc
                          "a.sh"])
     assert result.exit_code == 125, (result.stdout, result.stderr)
     assert result.stderr == f"aitestbed run: error: a.sh was not submitted: {SPANK_REFUSAL}\n"
+
+
+# a job Slurm could not start -------------------------------------------------------------------
+class _LoginAndComputeNodes(_SubmitHost):
+    """The submit host, whose looks say the job ended as `line` says, and the compute nodes
+    (`on`), where only the directories in `there` exist."""
+
+    def __init__(self, line: str, there: set[str]):
+        super().__init__((0, "12\n", ""))
+        self.line, self.there = line, there
+
+    def exec(self, argv: list[str], as_user: bool = True) -> tuple[int, bytes, bytes]:
+        if argv[0] == "python3":  # POLL_SCRIPT
+            jobs = json.loads(argv[-1])
+            return 0, json.dumps({job: [self.line, "", ""] for job in jobs}).encode(), b""
+        return super().exec(argv, as_user)
+
+    def on(self, node: str) -> _LoginAndComputeNodes:
+        host = self
+
+        class Compute:
+            def exec(self, argv, as_user=True):
+                host.asked.append(f"{node}: {' '.join(argv)}")
+                return (0 if argv[:2] == ["test", "-d"] and argv[2] in host.there else 1,
+                        b"", b"")
+        return Compute()
+
+
+LAUNCH_FAILED = ("JobId=12 JobName=a.sh UserId=bob(10002) JobState=FAILED "
+                 "Reason=JobLaunchFailure Dependency=(null) ExitCode=0:53 "
+                 "NodeList=gc-poplar-02 BatchHost=gc-poplar-02 "
+                 "StdOut=/home/bob/aitestbed-runs/r/1/slurm-12.out")
+
+
+def test_a_job_whose_work_directory_the_compute_node_lacks_says_so():
+    """N34: not only `JobLaunchFailure` (exit 181)."""
+    host = _LoginAndComputeNodes(LAUNCH_FAILED, there=set())
+    following = _slurm_run(host, ["a.sh"], [])
+    following.follow()
+    result = following.results[0]
+    assert (result.state, result.exit_code) == ("FAILED", 181)
+    assert result.reason == (
+        "JobLaunchFailure: the job could not start: its work directory "
+        "/home/learner/aitestbed-runs/r/1 does not exist on gc-poplar-02 (is ~/aitestbed-runs "
+        "a link to a directory only gc-login-01 has?)")
+    assert "gc-poplar-02: test -d /home/learner/aitestbed-runs/r/1" in host.asked
+    assert "\n" not in result.summary()
+
+
+def test_a_launch_failure_with_the_work_directory_there_keeps_slurms_reason():
+    host = _LoginAndComputeNodes(LAUNCH_FAILED, there={"/home/learner/aitestbed-runs/r/1"})
+    following = _slurm_run(host, ["a.sh"], [])
+    following.follow()
+    assert following.results[0].reason == "JobLaunchFailure"
+
+
+def test_the_batch_host_is_where_the_script_starts():
+    view = plan.slurm_view(plan.parse_scontrol(LAUNCH_FAILED.replace(
+        "NodeList=gc-poplar-02", "NodeList=gc-poplar-[02-03]")))
+    assert (view.batch_host, view.node_list) == ("gc-poplar-02", "gc-poplar-[02-03]")
+    pending = plan.slurm_view(plan.parse_scontrol("JobId=1 JobState=PENDING BatchHost=(null)"))
+    assert pending.batch_host == ""

@@ -171,6 +171,10 @@ class Remote:
     def container(self) -> str:  # what messages call the node
         return self.node
 
+    def on(self, node: str) -> Remote:
+        """Another node of the cluster, as the same user."""
+        return Remote(self.where, self.cluster, node, self.user)
+
     def exec(self, argv: list[str], as_user: bool = True) -> tuple[int, bytes, bytes]:
         try:
             result = self.where.exec(self.cluster, self.node, argv,
@@ -544,8 +548,27 @@ class SlurmRun(BatchRun):
             result.duration_s = time.monotonic() - self.started[result.script]
             if view.final:
                 result.exit_code = view.exit_code
+                if view.reason == plan.LAUNCH_FAILURE:
+                    result.reason = self._not_started(result, view)
                 if len(chunk) == CHUNK:  # more output than one look reads: the rest
                     self._drain(job)
+
+    def _not_started(self, result: JobResult, view: plan.SlurmView) -> str:
+        """Why Slurm could not start the job, when it is that the run's copy is not on the
+        compute node (N34): Slurm says only JobLaunchFailure."""
+        node = view.batch_host or (view.node_list if view.node_list.replace("-", "").isalnum()
+                                   else "")
+        if not node:
+            return view.reason
+        workdir = self.workspace.dirs[self.results.index(result)]
+        try:
+            rc, _, _ = self.remote.on(node).exec(["test", "-d", workdir])
+        except AitestbedError:
+            return view.reason  # the node is gone: NODE_FAIL's to say
+        if rc == 0:
+            return view.reason
+        return plan.workdir_missing(view.reason, workdir, node, self.remote.container,
+                                     RUNS_DIR)
 
     def _output(self, job: str, data: bytes) -> None:
         if not data:
