@@ -23,7 +23,7 @@ from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.jobrun import report as jobrun_report
 from aitestbed.host.naming import check_cluster_name
 from aitestbed.host.paths import project_root
-from aitestbed.host.playbook import copies_host_artifacts, run_playbook
+from aitestbed.host.playbook import copies_host_artifacts, playbook_path, run_playbook
 from aitestbed.host.provider import PROVIDERS
 from aitestbed.host.state import ClusterState, practice_user_name
 from aitestbed.node.login import as_login
@@ -295,7 +295,8 @@ def run_cmd(ctx: click.Context, scripts: tuple[str, ...], system: str, user: str
       124  a job ran past --timeout or its time limit (TIMEOUT)
       1    a job ended without an exit code of its own (CANCELLED, NODE_FAIL, ...)
       125  aitestbed run itself failed: no such cluster, cluster not ready, unknown
-           system or user, no access, missing script or directory, bad option
+           system or user, no access, missing script or directory, bad option (one
+           sbatch or qsub refuses too)
     """
     several = len(scripts) > 1
     stream = sys.stderr if as_json else sys.stdout
@@ -358,6 +359,7 @@ def login_command(command: tuple[str, ...], user: str | None) -> list[str]:
 def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     """Run playbooks/PLAYBOOK.yml against this cluster: aitestbed playbook site."""
 
+    path = playbook_path(playbook)  # an unknown name before anything is built (C19)
     state = _state(ctx)
     record = state.load()
     topology = load_inventory(record.profile, record.systems)
@@ -366,7 +368,7 @@ def playbook(ctx: click.Context, playbook: str, args: tuple[str, ...]) -> None:
     # localhost: the account playbooks record requests in the state directory first.
     # An inventory file kept outside the project reads the project's group_vars.
     profile = ansible_source(topology.inventory_path, state.root / "profile-inventory")
-    result = run_playbook(playbook, [profile, state.inventory_path],
+    result = run_playbook(str(path), [profile, state.inventory_path],
                           limit=",".join([*(n.name for n in topology.nodes), "localhost"]),
                           args=list(args))
     # What the playbook wrote in the state directory reaches nodes the provider does not

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +37,30 @@ def read(path: str | os.PathLike[str] | None) -> dict[str, Any]:
     if file.is_dir():
         raise PefError(f"PEF file {path} is a directory: pass the .pef file inside it")
     try:
-        text = file.read_text()
+        data = file.read_bytes()
     except FileNotFoundError:
         raise PefError(f"PEF file {path} does not exist: compile the model first "
                        "(compile --pef-name=<name> --output-folder=<dir> writes "
                        "<dir>/<name>/<name>.pef)") from None
     except PermissionError:
         raise PefError(f"PEF file {path} cannot be read: permission denied") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
         raise PefError(f"PEF file {path} cannot be read: {err}") from None
     try:
-        pef = json.loads(text)
-    except json.JSONDecodeError:
+        pef = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError):
         pef = None
-    if not isinstance(pef, dict) or pef.get("format") != FORMAT:
+    if not isinstance(pef, dict):  # random bytes, or a text file (C58)
+        raise PefError(f"PEF file {path} is not a PEF: compile one with `python {_app()} "
+                       "compile --pef-name=<name> --output-folder=<dir>` (it writes "
+                       "<dir>/<name>/<name>.pef)")
+    if pef.get("format") != FORMAT:
         raise PefError(f"{path} is not a PEF file compiled by this SambaFlow "
                        f"(expected {FORMAT}): compile the model again")
     return pef
+
+
+def _app() -> str:
+    """The app the user ran (`lenet.py`), for the compile command to suggest."""
+    name = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return name if name.endswith(".py") else "<app>.py"

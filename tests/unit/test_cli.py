@@ -144,3 +144,20 @@ def test_only_playbooks_whose_roles_copy_build_rebuild_it_first():
     assert not any(copies_host_artifacts(p) for p in (
         "onboard-user", "offboard-user.yml", "playbooks/join-project.yml", "expire-project"))
     assert all(copies_host_artifacts(p) for p in ("site", "graphcore", "playbooks/image.yml"))
+
+
+def test_an_unknown_playbook_is_refused_before_anything_is_built(monkeypatch):
+    """C19: not after the SDK/TensorBoard files of build/ were prepared."""
+    from aitestbed import cli as cli_module
+    from aitestbed.host import images
+    from aitestbed.host.state import ClusterRecord, ClusterState
+    from click.testing import CliRunner
+
+    ClusterState("unit").save(ClusterRecord("unit", "mini", "", None, "learner"))
+    built = []
+    monkeypatch.setattr(images, "build_host_artifacts", built.append)
+    result = CliRunner().invoke(cli_module.cli, ["--name", "unit", "playbook", "nosuchplaybook"])
+    assert result.exit_code != 0
+    assert "unknown playbook 'nosuchplaybook': choose one of" in str(result.exception)
+    assert "site" in str(result.exception)
+    assert built == []

@@ -200,3 +200,26 @@ def test_ansible_playbook_gets_the_file_and_the_projects_group_vars(tmp_path):
     assert inventory.ansible_source(copy, source) == source  # idempotent
     in_tree = inventory.project_root() / "inventory" / "mini.yml"
     assert inventory.ansible_source(in_tree, tmp_path / "unused") == in_tree
+
+
+@pytest.mark.parametrize("body, what", [
+    ("", "is empty: an inventory is a mapping of groups"),
+    ("# nothing but a comment\n", "is empty: an inventory is a mapping of groups"),
+    ("- gc-poplar-01\n- gc-poplar-02\n", "is a YAML list, not a mapping of groups"),
+    ("gc-poplar-01\n", "is a YAML string, not a mapping of groups"),
+])
+def test_an_inventory_that_is_not_a_mapping_says_so_before_ansible_reads_it(
+        tmp_path, monkeypatch, body, what):
+    """C08, C09: not Ansible's "No inventory was parsed"."""
+    path = tmp_path / "bad-shape.yml"
+    path.write_text(body)
+
+    def no_ansible(path):
+        raise AssertionError("ansible-inventory was asked")
+
+    monkeypatch.setattr(inventory, "_ansible_inventory", no_ansible)
+    with pytest.raises(AitestbedError) as caught:
+        inventory.load(str(path))
+    message = str(caught.value)
+    assert message.startswith(f"inventory {path} {what}")
+    assert "inventory/mini.yml" in message and "\n" not in message

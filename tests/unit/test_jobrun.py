@@ -374,3 +374,137 @@ def test_a_job_slurm_forgot_is_read_from_accounting():
     assert plan.slurm_view(plan.parse_look(plan.SACCT_PREFIX)).state == ""
     assert plan.parse_look("JobId=7 JobState=RUNNING")["JobState"] == "RUNNING"
     assert "SACCT_PREFIX" not in runner.POLL_SCRIPT and plan.SACCT_FIELDS in runner.POLL_SCRIPT
+
+
+# a submission sbatch or qsub refuses ------------------------------------------------------------
+class _SubmitHost:
+    """The submit host as BatchRun sees it: each submission's answer in turn; what else it is
+    asked (scancel, qdel) recorded."""
+
+    user, container = "learner", "gc-login-01"
+
+    def __init__(self, *answers: tuple[int, str, str]):
+        self.answers, self.asked = list(answers), []
+
+    def login_shell(self, command: str) -> tuple[int, str, str]:
+        self.asked.append(command)
+        return self.answers.pop(0) if self.answers else (0, "", "")
+
+    def exec(self, argv: list[str], as_user: bool = True) -> tuple[int, bytes, bytes]:
+        self.asked.append(" ".join(argv))
+        return 0, b"", b""
+
+
+SPANK_REFUSAL = ("sbatch: error: Invalid --ipus specification: 'abc' (a whole number of IPUs, "
+                 "1 or more)")
+
+
+def _slurm_run(host: _SubmitHost, scripts: list[str], sbatch: list[str]) -> runner.SlurmRun:
+    options = runner.Options("graphcore", scripts, sbatch=sbatch)
+    workspace = runner.Workspace("/home/learner/aitestbed-runs/r",
+                                 [f"/home/learner/aitestbed-runs/r/{i}"
+                                  for i in range(1, len(scripts) + 1)])
+    return runner.SlurmRun(host, workspace, options,
+                           [JobResult(s, "graphcore") for s in scripts])
+
+
+def test_a_refused_submission_is_an_error_of_the_run_and_cancels_what_it_queued():
+    """N18: sbatch's own message; the jobs this run queued before are cancelled."""
+    from aitestbed.host.errors import AitestbedError
+
+    host = _SubmitHost((0, "41\n", ""), (255, "", SPANK_REFUSAL + "\n"))
+    with pytest.raises(AitestbedError) as refused:
+        _slurm_run(host, ["a.sh", "b.sh"], []).follow()
+    assert str(refused.value) == f"b.sh was not submitted: {SPANK_REFUSAL}"
+    assert host.asked[-1] == "scancel 41"
+
+
+def test_the_submitters_message_is_its_last_line_before_any_usage_hint():
+    assert runner.refusal("sbatch: unrecognized option '--bogus'\n"
+                          'Try "sbatch --help" for more information\n') == \
+        "sbatch: unrecognized option '--bogus'"
+    assert runner.refusal("qsub: invalid option -- 'Q'\nusage: qsub [-a date_time]\n"
+                          "\t[-C directive_prefix]\n       qsub --version\n") == \
+        "qsub: invalid option -- 'Q'"
+    assert runner.refusal("") == ""
+
+
+def test_run_with_an_option_sbatch_refuses_exits_125_with_its_message(monkeypatch):
+    """N18: 125, as the documented bad input, not sbatch's 255 as if the job had failed."""
+    from aitestbed import cli as cli_module
+    from click.testing import CliRunner
+
+    def fake_run(cluster: str, options: runner.Options) -> RunReport:
+        submitting = _slurm_run(_SubmitHost((255, "", SPANK_REFUSAL + "\n")),
+                                options.scripts, options.sbatch)
+        submitting.follow()
+        return RunReport(cluster, options.system, "learner", submitting.results)
+
+    monkeypatch.setattr(cli_module.jobrun, "run", fake_run)
+    result = CliRunner(mix_stderr=False).invoke(
+        cli_module.cli, ["--name", "unit", "run", "-s", "graphcore", "--sbatch", "--ipus=abc",
+                         "a.sh"])
+    assert result.exit_code == 125, (result.stdout, result.stderr)
+    assert result.stderr == f"aitestbed run: error: a.sh was not submitted: {SPANK_REFUSAL}\n"
+
+
+# a job Slurm could not start -------------------------------------------------------------------
+class _LoginAndComputeNodes(_SubmitHost):
+    """The submit host, whose looks say the job ended as `line` says, and the compute nodes
+    (`on`), where only the directories in `there` exist."""
+
+    def __init__(self, line: str, there: set[str]):
+        super().__init__((0, "12\n", ""))
+        self.line, self.there = line, there
+
+    def exec(self, argv: list[str], as_user: bool = True) -> tuple[int, bytes, bytes]:
+        if argv[0] == "python3":  # POLL_SCRIPT
+            jobs = json.loads(argv[-1])
+            return 0, json.dumps({job: [self.line, "", ""] for job in jobs}).encode(), b""
+        return super().exec(argv, as_user)
+
+    def on(self, node: str) -> _LoginAndComputeNodes:
+        host = self
+
+        class Compute:
+            def exec(self, argv, as_user=True):
+                host.asked.append(f"{node}: {' '.join(argv)}")
+                return (0 if argv[:2] == ["test", "-d"] and argv[2] in host.there else 1,
+                        b"", b"")
+        return Compute()
+
+
+LAUNCH_FAILED = ("JobId=12 JobName=a.sh UserId=bob(10002) JobState=FAILED "
+                 "Reason=JobLaunchFailure Dependency=(null) ExitCode=0:53 "
+                 "NodeList=gc-poplar-02 BatchHost=gc-poplar-02 "
+                 "StdOut=/home/bob/aitestbed-runs/r/1/slurm-12.out")
+
+
+def test_a_job_whose_work_directory_the_compute_node_lacks_says_so():
+    """N34: not only `JobLaunchFailure` (exit 181)."""
+    host = _LoginAndComputeNodes(LAUNCH_FAILED, there=set())
+    following = _slurm_run(host, ["a.sh"], [])
+    following.follow()
+    result = following.results[0]
+    assert (result.state, result.exit_code) == ("FAILED", 181)
+    assert result.reason == (
+        "JobLaunchFailure: the job could not start: its work directory "
+        "/home/learner/aitestbed-runs/r/1 does not exist on gc-poplar-02 (is ~/aitestbed-runs "
+        "a link to a directory only gc-login-01 has?)")
+    assert "gc-poplar-02: test -d /home/learner/aitestbed-runs/r/1" in host.asked
+    assert "\n" not in result.summary()
+
+
+def test_a_launch_failure_with_the_work_directory_there_keeps_slurms_reason():
+    host = _LoginAndComputeNodes(LAUNCH_FAILED, there={"/home/learner/aitestbed-runs/r/1"})
+    following = _slurm_run(host, ["a.sh"], [])
+    following.follow()
+    assert following.results[0].reason == "JobLaunchFailure"
+
+
+def test_the_batch_host_is_where_the_script_starts():
+    view = plan.slurm_view(plan.parse_scontrol(LAUNCH_FAILED.replace(
+        "NodeList=gc-poplar-02", "NodeList=gc-poplar-[02-03]")))
+    assert (view.batch_host, view.node_list) == ("gc-poplar-02", "gc-poplar-[02-03]")
+    pending = plan.slurm_view(plan.parse_scontrol("JobId=1 JobState=PENDING BatchHost=(null)"))
+    assert pending.batch_host == ""

@@ -195,8 +195,8 @@ def test_run_needs_a_pef_of_this_model_and_batch_size(snd, logreg_pef, apps, tmp
     assert "Traceback" not in missing.stderr
     garbage = logreg_pef.parent / "garbage.pef"
     garbage.write_bytes(b"\x00\x01 not a pef")
-    assert "is not a PEF file" in run(logreg_pef, "run", "-p", "garbage.pef",
-                                      environment=environment, check=1).stderr
+    assert "PEF file garbage.pef is not a PEF: compile one with `python logreg.py compile" in \
+        run(logreg_pef, "run", "-p", "garbage.pef", environment=environment, check=1).stderr
     batch = run(logreg_pef, "run", "--pef=pef/logreg/logreg.pef", "-b", "4",
                 environment=environment, check=1)
     assert ("the PEF was compiled for batch size 1, but the input has batch size 4: compile "
@@ -208,6 +208,17 @@ def test_run_needs_a_pef_of_this_model_and_batch_size(snd, logreg_pef, apps, tmp
                 environment=environment, check=1)
     assert "was compiled from another model" in other.stderr
     assert not snd.rdus.sessions  # no tiles were taken, or they were given back
+
+
+def test_a_pef_of_random_bytes_is_not_a_pef_rather_than_a_codec_error(logreg_pef, tmp_path):
+    """C58: 4 kB of random bytes, not `'utf-8' codec can't decode byte 0x9b`."""
+    garbage = logreg_pef.parent / "random.pef"
+    garbage.write_bytes(b"\x9b" + os.urandom(4095))
+    result = run(logreg_pef, "run", "--pef=random.pef", environment=env(tmp_path), check=1)
+    assert result.stderr.splitlines()[-1] == (
+        "[Error][SAMBA]# PEF file random.pef is not a PEF: compile one with `python logreg.py "
+        "compile --pef-name=<name> --output-folder=<dir>` (it writes <dir>/<name>/<name>.pef)")
+    assert "codec" not in result.stderr and "Traceback" not in result.stderr
 
 
 def test_run_without_snd_finds_no_rdu(logreg_pef, tmp_path):

@@ -159,12 +159,25 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+_YAML_KINDS = {list: "a YAML list", str: "a YAML string", bool: "a YAML boolean",
+               int: "a YAML number", float: "a YAML number"}
+
+
 def _check_yaml(path: Path) -> None:
     with path.open() as stream:
         try:
-            yaml.load(stream, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
+            data = yaml.load(stream, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
         except yaml.YAMLError as err:
             raise AitestbedError(f"{path} is not valid YAML: {err}".replace("\n", " ")) from None
+    # Ansible's yaml plugin says only "No inventory was parsed" for these (C08, C09).
+    example = project_root() / "inventory" / "mini.yml"
+    if data is None:
+        raise AitestbedError(
+            f"inventory {path} is empty: an inventory is a mapping of groups (see {example})")
+    if not isinstance(data, dict):
+        kind = _YAML_KINDS.get(type(data), f"a YAML {type(data).__name__}")
+        raise AitestbedError(
+            f"inventory {path} is {kind}, not a mapping of groups (see {example})")
 
 
 def _ansible_inventory(path: Path) -> dict:

@@ -33,9 +33,8 @@ def ansible_env() -> dict[str, str]:
     return env
 
 
-def run_playbook(playbook: str, inventories: list[Path], *, extra_vars: list[str] = (),
-                 limit: str | None = None, args: list[str] = (), log: Path | None = None
-                 ) -> subprocess.CompletedProcess:
+def playbook_path(playbook: str) -> Path:
+    """The file of a playbook named on the command line (a path, or a name in playbooks/)."""
     path = Path(playbook)
     if not path.is_file():
         path = project_root() / "playbooks" / (playbook if playbook.endswith(".yml")
@@ -43,6 +42,13 @@ def run_playbook(playbook: str, inventories: list[Path], *, extra_vars: list[str
     if not path.is_file():
         known = sorted(p.stem for p in (project_root() / "playbooks").glob("*.yml"))
         raise AitestbedError(f"unknown playbook {playbook!r}: choose one of {', '.join(known)}")
+    return path
+
+
+def run_playbook(playbook: str, inventories: list[Path], *, extra_vars: list[str] = (),
+                 limit: str | None = None, args: list[str] = (), log: Path | None = None
+                 ) -> subprocess.CompletedProcess:
+    path = playbook_path(playbook)
     cmd = [str(Path(sys.executable).with_name("ansible-playbook")), str(path)]
     for inventory in inventories:
         cmd += ["-i", str(inventory)]

@@ -196,6 +196,7 @@ class SlurmView:
     exit_code: int | None = None
     stdout_path: str = ""
     node_list: str = ""
+    batch_host: str = ""  # the node the batch script starts on
 
     @property
     def final(self) -> bool:
@@ -211,8 +212,21 @@ def slurm_view(fields: dict[str, str]) -> SlurmView:
         code = 128 + int(signal) if signal.isdigit() and int(signal) else int(status or 0)
         if code == 0 and state not in ("COMPLETED", "FAILED"):
             code = None  # NODE_FAIL, CANCELLED, ... report 0:0: the job had no say
+    host = fields.get("BatchHost", "")
     return SlurmView(state, "" if reason in ("None", "(null)") else reason, code,
-                     fields.get("StdOut", ""), fields.get("NodeList", ""))
+                     fields.get("StdOut", ""), fields.get("NodeList", ""),
+                     "" if host == "(null)" else host)
+
+
+# Slurm's reason for a job whose batch script could not be started on its node.
+LAUNCH_FAILURE = "JobLaunchFailure"
+
+
+def workdir_missing(reason: str, workdir: str, node: str, login: str, runs_dir: str) -> str:
+    """The reason of a job that could not start because its work directory (the run's copy)
+    is not on the compute node: ~/RUNS_DIR linked to a directory only the login node has."""
+    return (f"{reason}: the job could not start: its work directory {workdir} does not exist "
+            f"on {node} (is ~/{runs_dir} a link to a directory only {login} has?)")
 
 
 def exit_status(state: str, exit_code: int | None) -> int:

@@ -171,6 +171,10 @@ class Remote:
     def container(self) -> str:  # what messages call the node
         return self.node
 
+    def on(self, node: str) -> Remote:
+        """Another node of the cluster, as the same user."""
+        return Remote(self.where, self.cluster, node, self.user)
+
     def exec(self, argv: list[str], as_user: bool = True) -> tuple[int, bytes, bytes]:
         try:
             result = self.where.exec(self.cluster, self.node, argv,
@@ -358,6 +362,20 @@ def _tail(text: str) -> str:
     return "\n".join(text.splitlines()[-TAIL_LINES:])
 
 
+class SubmissionRefused(AitestbedError):
+    """sbatch or qsub queued no job for a script (a bad option, an impossible request):
+    `aitestbed run` could not run it, so it exits with TOOL_ERROR, not as a job failed."""
+
+
+def refusal(text: str) -> str:
+    """The submitter's own message: its last line that is not a usage hint (sbatch follows
+    `unrecognized option` with `Try "sbatch --help" ...`, qsub a `usage:` block)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    usage = next((i for i, line in enumerate(lines) if line.startswith("usage:")), len(lines))
+    said = [line for line in lines[:usage] if not line.startswith("Try ")]
+    return (said or lines or [""])[-1]
+
+
 class BatchRun:
     """Submit every script to a batch queue from its directory on the submit host, then
     follow them all with one look per poll; what differs is the scheduler's (subclasses)."""
@@ -375,7 +393,12 @@ class BatchRun:
         by_job: dict[str, JobResult] = {}
         try:
             for index, result in enumerate(self.results):
-                if self._submit(index, result):
+                try:
+                    submitted = self._submit(index, result)
+                except SubmissionRefused:
+                    self._interrupted(by_job)  # the jobs this run queued before it
+                    raise
+                if submitted:
                     by_job[result.job_id] = result
             interval = FIRST_POLL
             while self._following(by_job):
@@ -397,13 +420,10 @@ class BatchRun:
         command = f"cd {shlex.quote(self.workspace.dirs[index])} && {shlex.join(argv)}"
         self.started[result.script] = time.monotonic()
         rc, out, err = self.remote.login_shell(command)
-        if rc:
-            result.state, result.exit_code = "FAILED", rc
-            result.reason = (err.strip() or out.strip()
-                             or f"{self.submitter} failed").splitlines()[-1]
-            result.tail = _tail(err + out)
-            self.options.on_output(result.script, err + out)
-            return False
+        if rc:  # no job: a bad option (N18), not a job that failed
+            said = refusal(err) or refusal(out) or f"{self.submitter} failed (exit {rc})"
+            result.state, result.reason = "FAILED", said
+            raise SubmissionRefused(f"{result.script} was not submitted: {said}")
         try:
             result.job_id = self._parse_id(out)
         except PlanError as err:
@@ -528,8 +548,27 @@ class SlurmRun(BatchRun):
             result.duration_s = time.monotonic() - self.started[result.script]
             if view.final:
                 result.exit_code = view.exit_code
+                if view.reason == plan.LAUNCH_FAILURE:
+                    result.reason = self._not_started(result, view)
                 if len(chunk) == CHUNK:  # more output than one look reads: the rest
                     self._drain(job)
+
+    def _not_started(self, result: JobResult, view: plan.SlurmView) -> str:
+        """Why Slurm could not start the job, when it is that the run's copy is not on the
+        compute node (N34): Slurm says only JobLaunchFailure."""
+        node = view.batch_host or (view.node_list if view.node_list.replace("-", "").isalnum()
+                                   else "")
+        if not node:
+            return view.reason
+        workdir = self.workspace.dirs[self.results.index(result)]
+        try:
+            rc, _, _ = self.remote.on(node).exec(["test", "-d", workdir])
+        except AitestbedError:
+            return view.reason  # the node is gone: NODE_FAIL's to say
+        if rc == 0:
+            return view.reason
+        return plan.workdir_missing(view.reason, workdir, node, self.remote.container,
+                                     RUNS_DIR)
 
     def _output(self, job: str, data: bytes) -> None:
         if not data:
