@@ -312,8 +312,9 @@ def flow(params, **functions):
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs the workload as another user: needs root")
 def test_the_real_worker_run_as_its_user_cannot_swap_the_agents_files():
     """B21 from inside: the user's own code, imported by cerebras_pytorch's worker as the
-    job's user (`nobody` standing for mallory here), replaces result.json, workload.log and request.json with
-    links to a root-only secret. Every swap is refused; nothing secret is exported."""
+    job's user (`nobody` standing for mallory here), replaces result.json, workload.log
+    and request.json with links to a root-only secret. Every swap is refused; nothing
+    secret is exported."""
     import shutil
     import tempfile
 
