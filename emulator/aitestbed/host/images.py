@@ -281,6 +281,25 @@ def _prune(client: docker.DockerClient, current: list[str], inputs: str) -> None
                 continue
 
 
+class _TaskProgress:
+    """A line at most every PROGRESS_SECONDS while the image playbook runs: how long it
+    has run, how many tasks it started, the current one (the full log's path first)."""
+
+    PROGRESS_SECONDS = 15.0
+
+    def __init__(self, log: Path):
+        self.started = self.said = time.monotonic()
+        self.tasks = 0
+        say(f"  the image playbook runs (full log: {log})")
+
+    def __call__(self, task: str) -> None:
+        self.tasks += 1
+        now = time.monotonic()
+        if now - self.said >= self.PROGRESS_SECONDS:
+            self.said = now
+            say(f"  {now - self.started:4.0f} s, task {self.tasks}: {task}")
+
+
 def _apply_image_playbook(containers: dict, classes: Mapping[str, Sequence[str]],
                           run_id: str) -> None:
     root = project_root()
@@ -297,7 +316,7 @@ def _apply_image_playbook(containers: dict, classes: Mapping[str, Sequence[str]]
         result = run_playbook("image", [Path(inv.name)],
                               extra_vars=[f"@{root / 'inventory' / 'group_vars' / 'all.yml'}",
                                           '{"image_build": true}'],
-                              log=log)
+                              log=log, on_task=_TaskProgress(log))
     finally:
         os.unlink(inv.name)
     if result.returncode:

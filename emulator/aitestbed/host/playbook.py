@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from aitestbed.host.errors import AitestbedError
@@ -46,8 +47,11 @@ def playbook_path(playbook: str) -> Path:
 
 
 def run_playbook(playbook: str, inventories: list[Path], *, extra_vars: list[str] = (),
-                 limit: str | None = None, args: list[str] = (), log: Path | None = None
+                 limit: str | None = None, args: list[str] = (), log: Path | None = None,
+                 on_task: Callable[[str], None] | None = None
                  ) -> subprocess.CompletedProcess:
+    """ansible-playbook PLAYBOOK; its output to `log` when given (else to this terminal),
+    and each task's name to `on_task` as it starts (`role : name`)."""
     path = playbook_path(playbook)
     cmd = [str(Path(sys.executable).with_name("ansible-playbook")), str(path)]
     for inventory in inventories:
@@ -61,5 +65,13 @@ def run_playbook(playbook: str, inventories: list[Path], *, extra_vars: list[str
         return subprocess.run(cmd, env=ansible_env(), check=False)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
-        return subprocess.run(cmd, env=ansible_env(), stdout=out, stderr=subprocess.STDOUT,
-                              check=False)
+        if on_task is None:
+            return subprocess.run(cmd, env=ansible_env(), stdout=out, stderr=subprocess.STDOUT,
+                                  check=False)
+        with subprocess.Popen(cmd, env=ansible_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace") as process:
+            for line in process.stdout:
+                out.write(line)
+                if line.startswith("TASK [") and "]" in line:
+                    on_task(line[len("TASK ["):line.index("]")])
+        return subprocess.CompletedProcess(cmd, process.returncode)
