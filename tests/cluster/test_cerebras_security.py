@@ -38,6 +38,8 @@ PEOPLE = {"accounts": [{"name": ATTACKER, "uid": 21101, "systems": ["cerebras"]}
           "projects": []}
 SCRIPT = Path(__file__).parent / "files" / "wsattack.py"
 CANARY = "/root/wsjob-canary.txt"
+# Where compile workloads run: the first system's host, not the management node (D01).
+COMPILE_NODE = "cer-cs2-01"
 ADMIN_KEY = "/etc/aitestbed/node/kubernetes/admin.key"
 MUNGE_KEY = "/etc/aitestbed/cluster/munge.key"
 WORKDIRS = "/n1/wsjob/workdir/job-operator"
@@ -111,9 +113,14 @@ def attacker(cluster, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def canary(cluster):
-    """A root-only file on the management node, where compile workloads run."""
-    on_mgmt(cluster, f"echo ORIGINAL-CANARY > {CANARY} && chmod 600 {CANARY}")
+    """A root-only file on the management node and on the node compile workloads run on."""
+    for node in (MGMT, COMPILE_NODE):
+        cluster.host(node).check_output(f"echo ORIGINAL-CANARY > {CANARY} && chmod 600 {CANARY}")
     return CANARY
+
+
+def canaries(cluster) -> set[str]:
+    return {cluster.host(node).check_output(f"cat {CANARY}") for node in (MGMT, COMPILE_NODE)}
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +166,7 @@ def test_b20_a_job_with_a_workdir_of_her_choosing_is_refused(cluster, attacker, 
         result = attack(cluster, "create", name, workdir)
         assert result["created"] is False and result["status"] == 403, result
         assert f"spec.workdir must be {WORKDIRS}/{name}" in result["message"]
-    assert on_mgmt(cluster, f"cat {CANARY}") == "ORIGINAL-CANARY"
+    assert canaries(cluster) == {"ORIGINAL-CANARY"}
     assert cluster.host(LOGIN).file(f"/home/{cluster.user}").user == cluster.user
 
 
@@ -178,7 +185,7 @@ def test_b20_b21_the_agent_never_uses_spec_workdir(cluster, attacker, canary, se
     try:
         followed = attack(cluster, "follow", name, token, timeout=300)
         assert followed["phase"] in FINISHED, followed
-        assert on_mgmt(cluster, f"cat {CANARY}") == "ORIGINAL-CANARY"
+        assert canaries(cluster) == {"ORIGINAL-CANARY"}
         evil = cluster.host(LOGIN).file(f"/home/{ATTACKER}/evil")
         assert evil.user == ATTACKER  # not chowned to the service user
         assert cluster.host(LOGIN).file(f"/home/{ATTACKER}/evil/request.json").is_symlink
@@ -196,7 +203,7 @@ def test_b20_b21_the_agent_never_uses_spec_workdir(cluster, attacker, canary, se
 
 def test_b21_the_workload_cannot_swap_what_the_agent_reads_for_links(cluster, attacker, canary,
                                                                    secrets_sha256):
-    """mallory's own code, run by her job as the service user, plants links in place of
+    """mallory's own code, run by her job as herself, plants links in place of
     result.json, workload.log and request.json: refused, and nothing secret is exported."""
     module = base64.b64encode(EVIL_MODULE.encode()).decode()
     rc, out = as_attacker(cluster, "mkdir -p ~/evilpkg && chmod a+x ~ && chmod a+rx ~/evilpkg "
@@ -211,7 +218,7 @@ def test_b21_the_workload_cannot_swap_what_the_agent_reads_for_links(cluster, at
                     "params": {}, "compile_only": True, "validate_only": False}})
     followed = attack(cluster, "submit", name, request, timeout=300)
     assert followed["phase"] in FINISHED, followed
-    assert on_mgmt(cluster, f"cat {CANARY}") == "ORIGINAL-CANARY"
+    assert canaries(cluster) == {"ORIGINAL-CANARY"}
     out, sums, keys = exported(lambda c: as_attacker(cluster, c), name)
     log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
     swaps = [line for line in log.splitlines() if line.startswith("SWAP ")]
@@ -284,30 +291,41 @@ def test_b11_another_users_logs_are_refused(cluster, attacker, sniffed_run):
         assert rc == 0 and f"{name}/workload.log" in out, out
 
 
-# D01: etcd beside the control plane, reached from a workload --------------------------
+# D01: no user code beside the control plane; etcd takes the API server alone -----------
 ETCD_MODULE = """
 import base64, json, socket, ssl, urllib.request
+print("HOST", socket.gethostname(), flush=True)
 KEY = base64.b64encode(b"/registry/clusterrolebindings/d01-pwned").decode()
 VALUE = base64.b64encode(json.dumps({"kind": "ClusterRoleBinding"}).encode()).decode()
 BODY = json.dumps({"key": KEY, "value": VALUE}).encode()
-for scheme in ("http", "https"):
-    context = ssl._create_unverified_context()  # no client certificate: it has none
-    try:
-        request = urllib.request.Request(f"{scheme}://127.0.0.1:2379/v3/kv/put", BODY)
-        answer = urllib.request.urlopen(request, timeout=5, context=context)
-        print("ETCD", scheme, "ANSWERED", answer.status, flush=True)
-    except Exception as err:
-        print("ETCD", scheme, "refused", type(err).__name__, flush=True)
-for name in ("apiserver-client.key", "server.key", "ca.crt"):
-    try:
-        open("/etc/kubernetes/pki/etcd/" + name).read()
-        print("ETCD-FILE", name, "READ", flush=True)
-    except OSError as err:
-        print("ETCD-FILE", name, "refused", type(err).__name__, flush=True)
+for host in ("127.0.0.1", "cer-mgmt-01"):
+    for scheme in ("http", "https"):
+        try:
+            request = urllib.request.Request(f"{scheme}://{host}:2379/v3/kv/put", BODY)
+            answer = urllib.request.urlopen(request, timeout=5,
+                                            context=ssl._create_unverified_context())
+            print("ETCD", host, scheme, "ANSWERED", answer.status, flush=True)
+        except Exception as err:
+            print("ETCD", host, scheme, "refused", type(err).__name__, flush=True)
 
 
 def flow(params, **functions):
     return None
+"""
+
+# etcd's JSON gateway, as a process on cer-mgmt-01 without the API server's key would
+# call it (argv[1]: http or https)
+ETCD_PUT = """
+import base64, json, ssl, sys, urllib.request
+body = json.dumps({"key": base64.b64encode(b"/registry/clusterrolebindings/d01-pwned")
+                   .decode(), "value": base64.b64encode(b"{}").decode()}).encode()
+try:
+    urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "://127.0.0.1:2379/v3/kv/put",
+                                                  body), timeout=5,
+                           context=ssl._create_unverified_context())
+    print("ANSWERED")
+except Exception as err:
+    print("refused", type(err).__name__)
 """
 
 ETCD_AS_API_SERVER = """
@@ -320,11 +338,13 @@ print(json.load(answer)["etcdserver"])
 """
 
 
-def test_d01_a_workload_on_the_management_node_gets_nothing_from_etcd(cluster, attacker):
-    """mallory's compile workload, on cer-mgmt-01 beside the control plane, POSTs a
-    ClusterRoleBinding to etcd's JSON gateway over http and over TLS without a client
-    certificate, and reads etcd's keys: all refused, and no binding exists. The API
-    server's own certificate gets an answer (etcd is there, with TLS)."""
+def test_d01_compiles_run_off_the_control_plane_and_etcd_takes_the_api_server_alone(
+        cluster, attacker):
+    """mallory's compile workload runs on the first system's host, not on cer-mgmt-01
+    beside etcd and the API server, and reaches etcd neither there nor over the network.
+    On cer-mgmt-01 itself, a process without the API server's key (`nobody`) is refused by
+    etcd over http and over TLS, and cannot read etcd's keys; the API server's own
+    certificate gets an answer (etcd is there, with TLS)."""
     module = base64.b64encode(ETCD_MODULE.encode()).decode()
     rc, out = as_attacker(cluster, "mkdir -p ~/etcdpkg && chmod a+x ~ && chmod a+rx ~/etcdpkg "
                                    f"&& echo {module} | base64 -d > ~/etcdpkg/etcdmod.py "
@@ -339,11 +359,18 @@ def test_d01_a_workload_on_the_management_node_gets_nothing_from_etcd(cluster, a
     followed = attack(cluster, "submit", name, request, timeout=300)
     assert followed["phase"] in FINISHED, followed
     log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
-    tries = [line for line in log.splitlines() if line.startswith(("ETCD ", "ETCD-FILE "))]
-    assert len(tries) == 5, log  # her code ran on the management node...
-    assert all(" refused " in line for line in tries), tries  # ...and got nothing
-    bindings = on_mgmt(cluster, "kubectl get clusterrolebindings -o name")
-    assert "d01-pwned" not in bindings
+    assert f"HOST {COMPILE_NODE}" in log, log
+    tries = [line for line in log.splitlines() if line.startswith("ETCD ")]
+    assert len(tries) == 4 and all(" refused " in line for line in tries), log
+
+    mgmt = cluster.host(MGMT)
+    mgmt.check_output(f"cat > /tmp/etcd_put.py <<'EOF'\n{ETCD_PUT}EOF\nchmod 644 /tmp/etcd_put.py")
+    for scheme in ("http", "https"):
+        said = mgmt.check_output(f"runuser -u nobody -- python3 /tmp/etcd_put.py {scheme}")
+        assert said.startswith("refused"), (scheme, said)
+    keys = mgmt.run("runuser -u nobody -- cat /etc/kubernetes/pki/etcd/apiserver-client.key")
+    assert keys.rc != 0 and "Permission denied" in keys.stderr, keys.stdout
+    assert "d01-pwned" not in on_mgmt(cluster, "kubectl get clusterrolebindings -o name")
     version = on_mgmt(cluster, f"python3 -c {shlex.quote(ETCD_AS_API_SERVER)}")
     assert version.startswith("3."), version
 
@@ -382,5 +409,6 @@ def test_d02_d03_a_workload_runs_as_its_user_undumpable_and_leaves_nothing(clust
     assert followed["phase"] in FINISHED, followed
     log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
     assert f"WHO {ATTACKER}" in log and "DUMPABLE 0" in log, log
-    left = cluster.host(MGMT).run(f"pgrep -a -u {ATTACKER}")
-    assert left.rc == 1, left.stdout  # nothing of hers runs on the management node
+    for node in (COMPILE_NODE, MGMT):  # where her compile ran, and the control plane
+        left = cluster.host(node).run(f"pgrep -a -u {ATTACKER}")
+        assert left.rc == 1, (node, left.stdout)  # nothing of hers runs there

@@ -36,10 +36,11 @@ def test_a_free_system_is_given_to_the_first_execute_job():
             "1 system(s)" in out.messages[name(second)])
 
 
-def test_compiles_run_on_the_management_node_one_at_a_time():
+def test_compiles_run_on_the_first_systems_host_never_the_management_node_one_at_a_time():
+    """Users' code stays off the node that holds etcd and the API server (D01)."""
     a, b = job("compile"), job("compile")
     out = decide([a, b], LIMITS, NOW)
-    assert out.schedule == {name(a): ([], "cer-mgmt-01")}
+    assert out.schedule == {name(a): ([], "cer-cs2-01")}
     assert "1 compile job(s) running using 67Gi memory." in out.messages[name(b)]
     third = job("compile")
     assert ("1 compile job(s) queued before current job."

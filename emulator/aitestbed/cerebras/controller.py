@@ -59,7 +59,7 @@ def apply(api: KubeApi, jobs: dict[str, dict], decisions: Decisions) -> None:
 
 
 def run(api: KubeApi, limits: Limits) -> None:
-    log(f"scheduling onto {', '.join(limits.systems)}; management node {limits.management_node}")
+    log(f"scheduling onto {', '.join(limits.systems)}; compiles on {limits.compile_node}")
     while True:
         try:
             listing = api.list_jobs()

@@ -2,13 +2,15 @@
 
 Pure decisions over the jobs as the API returns them, so the controller can be
 killed and restarted at any point: it recomputes everything from the jobs.
-Compile and execute jobs queue separately. The management node runs at most
-`max_compile` compiles and `max_execute` executes at once (a 125Gi node runs one
-67Gi compile beside one execute); an execute job also needs `numWafers` free
-CS-2 systems. Each queue is in priority order (--job_priority p1 before p2 before
-p3), then first come, first served: a job never overtakes an older one of its type
-and priority, so a two-system job is not starved by one-system jobs behind it. On
-the CS-3 cluster max_execute is its number of MemoryX groups (two).
+Compile and execute jobs queue separately. At most `max_compile` compiles and
+`max_execute` executes run at once (a 125Gi node runs one 67Gi compile beside one
+execute); an execute job also needs `numWafers` free CS-2 systems. A compile runs on
+the first system's host (its workers), never on the management node: users' code
+stays away from the control plane (etcd, the API server; D01). Each queue is in
+priority order (--job_priority p1 before p2 before p3), then first come, first served:
+a job never overtakes an older one of its type and priority, so a two-system job is not
+starved by one-system jobs behind it. On the CS-3 cluster max_execute is its number of
+MemoryX groups (two).
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ class Limits:
     max_compile: int = 1
     max_execute: int = 1
     heartbeat_timeout: float = 30.0
+
+    @property
+    def compile_node(self) -> str:
+        """Where compiles run: the first system's host, beside its workers."""
+        return self.systems[0]
 
 
 @dataclass
@@ -100,7 +107,7 @@ def decide(jobs: list[dict], limits: Limits, now: datetime.datetime) -> Decision
             free = free[wanted:]
             running[kind] += 1
             systems_in_use += wanted
-            node = systems[0] if systems else limits.management_node
+            node = systems[0] if systems else limits.compile_node
             out.schedule[name] = (systems, node)
             continue
         if waiting_before[kind]:
