@@ -4,8 +4,8 @@ Every container, network and volume is prefixed with the cluster name, so
 several clusters (a practice one, CI's) live side by side without colliding.
 """
 
-import getpass
 import os
+import pwd
 import re
 
 from aitestbed.host.errors import AitestbedError
@@ -21,10 +21,11 @@ LABEL_OWNER = "aitestbed.owner"
 
 
 def owner() -> str:
-    """This user, as the owner label names them: `alice (uid 1001)`."""
+    """This user, as the owner label names them: `alice (uid 1001)` (the uid's own name,
+    whatever $USER says)."""
     try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # a uid without a passwd entry (a container's)
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (a container's)
         user = "?"
     return f"{user} (uid {os.getuid()})"
 
