@@ -1,9 +1,10 @@
 """The testbed is offline by design: nothing in a cluster has a way out of the machine.
 
 No packet is sent anywhere to prove it (the tests must not send traffic outside): the
-networks, routes and firewall rules are read instead, and ssh through the published port
-is what every other test does. Nothing of it needs root: every node is on the internal
-network alone, and the cluster's gate is the one container Docker publishes ports from.
+networks and firewall rules are read instead, and ssh through the published port is what
+every other test does. Nothing of it needs root: every node is on the internal network
+alone (Docker itself drops what would leave it), and the cluster's gate is the one
+container Docker publishes ports from.
 """
 
 from __future__ import annotations
@@ -43,9 +44,6 @@ def test_login_nodes_have_no_route_out_and_the_gate_alone_publishes_their_ssh(cl
         container = client.containers.get(cluster.container(login))
         assert list(container.attrs["NetworkSettings"]["Networks"]) == [internal], login
         assert not container.attrs["HostConfig"]["PortBindings"], login
-        # no default route (destination 00000000 in /proc/net/route): nowhere to send to
-        routes = cluster.host(login).check_output("cat /proc/net/route").splitlines()[1:]
-        assert routes and all(r.split()[1] != "00000000" for r in routes), routes
     gate = client.containers.get(f"{cluster.name}-gate")
     assert sorted(gate.attrs["NetworkSettings"]["Networks"]) == sorted(
         [front_network_name(cluster.name), internal])
@@ -58,7 +56,8 @@ def test_login_nodes_have_no_route_out_and_the_gate_alone_publishes_their_ssh(cl
     assert "no-new-privileges" in host["SecurityOpt"]
     top = gate.top(ps_args="-o pid,user,args")["Processes"]
     assert [p[1] for p in top] == ["nobody"] and "aitestbed.node.gate" in top[0][2], top
-    # and no firewall rule of ours is needed (clusters made before the gate lose theirs)
+    # Docker's own rule for an internal network drops what would leave it (the first
+    # test); no rule of ours is needed (clusters made before the gate lose theirs)
     listed = subprocess.run(["iptables", "-S", egress.CHAIN], capture_output=True, text=True)
     assert f"aitestbed {cluster.name}:" not in listed.stdout
 

@@ -1,7 +1,7 @@
 """The cluster's gate: the one container Docker publishes ports from.
 
-The login nodes sit on the cluster's internal network only, where Docker gives no route
-out and publishes nothing. The gate sits on that network and on a small published one;
+The login nodes sit on the cluster's internal network only: Docker drops what would leave
+it and publishes nothing from it. The gate sits on that network and on a small published one;
 it runs this forwarder and nothing else (as nobody, without capabilities), each listening
 port bound for good to one login node's sshd. So the offline guarantee is Docker's own,
 for any user who can reach the engine: no firewall rule, no root (host/provider/docker).

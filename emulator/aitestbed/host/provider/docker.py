@@ -1,7 +1,7 @@
 """The Docker provider: each node a container on the cluster's internal network.
 
-- the network `<cluster>-net` is internal: Docker gives its containers no route out and
-  publishes nothing from it. Every node, login nodes included, is on it alone. The
+- the network `<cluster>-net` is internal: Docker drops what its containers send out of it
+  and publishes nothing from it. Every node, login nodes included, is on it alone. The
   cluster's gate (`<cluster>-gate`, aitestbed.node.gate) is the one container also on
   `<cluster>-front`, where Docker publishes each login node's ssh port on the record's
   address (127.0.0.1 unless a workshop named another); it forwards each port to its login
