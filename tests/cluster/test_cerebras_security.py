@@ -358,6 +358,7 @@ def test_d01_compiles_run_off_the_control_plane_and_etcd_takes_the_api_server_al
                     "params": {}, "compile_only": True, "validate_only": False}})
     followed = attack(cluster, "submit", name, request, timeout=300)
     assert followed["phase"] in FINISHED, followed
+    exported(lambda c: as_attacker(cluster, c), name)
     log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
     assert f"HOST {COMPILE_NODE}" in log, log
     tries = [line for line in log.splitlines() if line.startswith("ETCD ")]
@@ -407,6 +408,7 @@ def test_d02_d03_a_workload_runs_as_its_user_undumpable_and_leaves_nothing(clust
                     "params": {}, "compile_only": True, "validate_only": False}})
     followed = attack(cluster, "submit", name, request, timeout=300)
     assert followed["phase"] in FINISHED, followed
+    exported(lambda c: as_attacker(cluster, c), name)
     log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
     assert f"WHO {ATTACKER}" in log and "DUMPABLE 0" in log, log
     for node in (COMPILE_NODE, MGMT):  # where her compile ran, and the control plane

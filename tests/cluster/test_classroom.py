@@ -212,7 +212,7 @@ def test_a_sparse_file_comes_back_sparse_and_a_home_over_the_cap_is_left_as_it_i
     assert archived < 1 << 20, out  # its archives hold no 2 GiB of zeros
 
     monkeypatch.setenv("AITESTBED_CLASSROOM_ARCHIVE_CAP", "1M")
-    rc, out = docker_exec(room, NODE, "head -c 2M /dev/urandom > ~/big.bin && "
+    rc, out = docker_exec(room, NODE, "cd ~ && head -c 2M /dev/urandom > big.bin && "
                                       "sbatch --parsable --wrap 'sleep 600'", user="learner03")
     assert rc == 0, out
     job = out.split()[-1]
