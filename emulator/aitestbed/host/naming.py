@@ -46,19 +46,19 @@ def container_name(cluster: str, node: str) -> str:
 
 
 def network_name(cluster: str) -> str:
-    """The cluster's own network: internal (no route out of the machine)."""
+    """The cluster's own network: internal (Docker drops what would leave it)."""
     return f"{cluster}-net"
-
-
-def gate_name(cluster: str) -> str:
-    """The container that publishes the login nodes' ssh (aitestbed.node.gate)."""
-    return f"{cluster}-gate"
 
 
 def front_network_name(cluster: str) -> str:
     """The gate's published network: the login nodes' ssh ports are published from it (the
     gate forwards each to its login node on the internal network)."""
     return f"{cluster}-front"
+
+
+def gate_name(cluster: str) -> str:
+    """The container that publishes the login nodes' ssh (aitestbed.node.gate)."""
+    return f"{cluster}-gate"
 
 
 def volume_name(cluster: str, mount_point: str) -> str:
