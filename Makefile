@@ -1,6 +1,6 @@
 # aitestbed: the ALCF AI Testbed as code. `make cluster-up` and `make test` do
 # every set-up step themselves on a fresh Debian machine (as root); `make cluster-up` needs
-# no more than Python 3.11, the ssh client, git and a Docker engine the user can reach.
+# no more than Python 3.11, the ssh client, git, curl and a Docker engine the user can reach.
 SHELL := /bin/bash
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
 VENV := .venv

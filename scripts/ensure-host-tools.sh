@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # ensure-host-tools.sh run|dev [PYTHON]: the host packages a set-up needs.
 #   run  what `aitestbed` itself needs to bring up and use a cluster (make cluster-up):
-#        Python with venv, the ssh client (keys, logins), git (`aitestbed run`'s file list)
-#   dev  adds what the tests need (make test): Lua 5.3, Debian's PyTorch, rsync, curl, and
-#        optional tools (btrfs-progs, zstd, docker-registry, chromium)
+#        Python with venv, the ssh client (keys, logins), git (`aitestbed run`'s file list),
+#        curl (a profile with the GroqRack downloads OpenPBS's source); optional, installed
+#        by root: btrfs-progs (/home and /projects with quotas enforced), zstd (the image
+#        cache)
+#   dev  adds what the tests need (make test): Lua 5.3, Debian's PyTorch, rsync, and
+#        optional tools (docker-registry, chromium)
 # Root on Debian installs what is missing; anyone else gets one line naming it (a member of
 # the `docker` group needs nothing more than the `run` set, which most machines have).
 set -euo pipefail
@@ -20,23 +23,24 @@ command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 # `aitestbed run` sends a git work tree's files as git lists them.
 command -v git >/dev/null 2>&1 || missing+=(git)
+# The OpenPBS build downloads its source archive over https (scripts/build-openpbs.sh).
+command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
 optional=()
+# Each cluster's /home and /projects on btrfs images with quotas (aitestbed.host.storage).
+# Optional: only root mounts them, and without them `up` keeps Docker volumes (it says so).
+command -v mkfs.btrfs >/dev/null 2>&1 || optional+=(btrfs-progs)
+# The image cache (`aitestbed images`): zstd packs the cache file.
+command -v zstd >/dev/null 2>&1 || optional+=(zstd)
 if [ "$mode" = dev ]; then
   # The tests copy data to the login nodes with scp and rsync (the guide's Data Transfer).
   command -v rsync >/dev/null 2>&1 || missing+=(rsync)
-  # The OpenPBS build downloads its source archive over https (scripts/build-openpbs.sh).
-  command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
   # The unit tests run the Slurm controllers' job_submit.lua with Lua 5.3, as slurmctld does.
   command -v lua5.3 >/dev/null 2>&1 || missing+=(lua5.3)
   # Unit tests of the vendor facades run on Debian's CPU PyTorch (the venv sees it).
   "$python" -c 'import torch, torchvision, tqdm' >/dev/null 2>&1 ||
     missing+=(python3-torch python3-torchvision python3-tqdm)
-  # Each cluster's /home and /projects on btrfs images with quotas (aitestbed.host.storage).
-  # Optional: only root mounts them, and without them `up` keeps Docker volumes (it says so).
-  command -v mkfs.btrfs >/dev/null 2>&1 || optional+=(btrfs-progs)
-  # The image cache (`aitestbed images`): zstd packs the cache file; the registry tests run
-  # Debian's registry themselves on 127.0.0.1 (its packaged service stays off, see below).
-  command -v zstd >/dev/null 2>&1 || optional+=(zstd)
+  # The registry tests run Debian's registry themselves on 127.0.0.1 (its packaged
+  # service stays off, see below).
   command -v docker-registry >/dev/null 2>&1 || optional+=(docker-registry)
   # Workshops: the learners' sheets as PDF and the instructor's page's browser test
   # (headless Chromium). Without it the sheets are HTML only (`classroom sheets` says so).
