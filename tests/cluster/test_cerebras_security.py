@@ -152,6 +152,26 @@ def file_of_export(user_run, name: str, file: str) -> str:
     return user_run(f"cat /tmp/export-{name}/{name}/{file}")[1]
 
 
+def compile_her_module(cluster, package: str, source: str) -> str:
+    """mallory's module `<package>mod` in ~/<package>pkg, imported by a compile-only job of
+    hers; the job's name once it has finished."""
+    module = base64.b64encode(source.encode()).decode()
+    rc, out = as_attacker(cluster, f"mkdir -p ~/{package}pkg && chmod a+x ~ && "
+                                   f"chmod a+rx ~/{package}pkg && echo {module} | base64 -d > "
+                                   f"~/{package}pkg/{package}mod.py && "
+                                   f"chmod a+r ~/{package}pkg/{package}mod.py")
+    assert rc == 0, out
+    name = f"wsjob-probe{package}{uuid.uuid4().hex[:8]}"
+    request = json.dumps({
+        "release": "2.1.1", "num_csx": 1, "compile_dir": ATTACKER,
+        "python_paths": [f"/home/{ATTACKER}/{package}pkg"], "mount_dirs": [f"/home/{ATTACKER}"],
+        "program": {"flow": f"{package}mod:flow", "functions": {"model_fn": f"{package}mod:flow"},
+                    "params": {}, "compile_only": True, "validate_only": False}})
+    followed = attack(cluster, "submit", name, request, timeout=300)
+    assert followed["phase"] in FINISHED, followed
+    return name
+
+
 # B20 -----------------------------------------------------------------------------------
 def test_b20_a_job_with_a_workdir_of_her_choosing_is_refused(cluster, attacker, canary):
     rc, out = as_attacker(cluster, f"mkdir -p ~/evil && ln -sfn {CANARY} ~/evil/request.json "
@@ -205,19 +225,7 @@ def test_b21_the_workload_cannot_swap_what_the_agent_reads_for_links(cluster, at
                                                                    secrets_sha256):
     """mallory's own code, run by her job as herself, plants links in place of
     result.json, workload.log and request.json: refused, and nothing secret is exported."""
-    module = base64.b64encode(EVIL_MODULE.encode()).decode()
-    rc, out = as_attacker(cluster, "mkdir -p ~/evilpkg && chmod a+x ~ && chmod a+rx ~/evilpkg "
-                                   f"&& echo {module} | base64 -d > ~/evilpkg/evilmod.py "
-                                   "&& chmod a+r ~/evilpkg/evilmod.py")
-    assert rc == 0, out
-    name = f"wsjob-probeattack3{uuid.uuid4().hex[:8]}"
-    request = json.dumps({
-        "release": "2.1.1", "num_csx": 1, "compile_dir": ATTACKER,
-        "python_paths": [f"/home/{ATTACKER}/evilpkg"], "mount_dirs": [f"/home/{ATTACKER}"],
-        "program": {"flow": "evilmod:flow", "functions": {"model_fn": "evilmod:flow"},
-                    "params": {}, "compile_only": True, "validate_only": False}})
-    followed = attack(cluster, "submit", name, request, timeout=300)
-    assert followed["phase"] in FINISHED, followed
+    name = compile_her_module(cluster, "evil", EVIL_MODULE)
     assert canaries(cluster) == {"ORIGINAL-CANARY"}
     out, sums, keys = exported(lambda c: as_attacker(cluster, c), name)
     log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
@@ -345,19 +353,7 @@ def test_d01_compiles_run_off_the_control_plane_and_etcd_takes_the_api_server_al
     On cer-mgmt-01 itself, a process without the API server's key (`nobody`) is refused by
     etcd over http and over TLS, and cannot read etcd's keys; the API server's own
     certificate gets an answer (etcd is there, with TLS)."""
-    module = base64.b64encode(ETCD_MODULE.encode()).decode()
-    rc, out = as_attacker(cluster, "mkdir -p ~/etcdpkg && chmod a+x ~ && chmod a+rx ~/etcdpkg "
-                                   f"&& echo {module} | base64 -d > ~/etcdpkg/etcdmod.py "
-                                   "&& chmod a+r ~/etcdpkg/etcdmod.py")
-    assert rc == 0, out
-    name = f"wsjob-probeetcd{uuid.uuid4().hex[:8]}"
-    request = json.dumps({
-        "release": "2.1.1", "num_csx": 1, "compile_dir": ATTACKER,
-        "python_paths": [f"/home/{ATTACKER}/etcdpkg"], "mount_dirs": [f"/home/{ATTACKER}"],
-        "program": {"flow": "etcdmod:flow", "functions": {"model_fn": "etcdmod:flow"},
-                    "params": {}, "compile_only": True, "validate_only": False}})
-    followed = attack(cluster, "submit", name, request, timeout=300)
-    assert followed["phase"] in FINISHED, followed
+    name = compile_her_module(cluster, "etcd", ETCD_MODULE)
     exported(lambda c: as_attacker(cluster, c), name)
     log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
     assert f"HOST {COMPILE_NODE}" in log, log
@@ -395,19 +391,7 @@ def test_d02_d03_a_workload_runs_as_its_user_undumpable_and_leaves_nothing(clust
     """mallory's compile workload runs as mallory (not a service user every job shares, so
     it can neither kill, read nor forge another user's), is not dumpable, and the
     `setsid` daemon it starts dies when its job ends."""
-    module = base64.b64encode(LEAVER_MODULE.encode()).decode()
-    rc, out = as_attacker(cluster, "mkdir -p ~/leavepkg && chmod a+x ~ && chmod a+rx ~/leavepkg "
-                                   f"&& echo {module} | base64 -d > ~/leavepkg/leavemod.py "
-                                   "&& chmod a+r ~/leavepkg/leavemod.py")
-    assert rc == 0, out
-    name = f"wsjob-probeleave{uuid.uuid4().hex[:8]}"
-    request = json.dumps({
-        "release": "2.1.1", "num_csx": 1, "compile_dir": ATTACKER,
-        "python_paths": [f"/home/{ATTACKER}/leavepkg"], "mount_dirs": [f"/home/{ATTACKER}"],
-        "program": {"flow": "leavemod:flow", "functions": {"model_fn": "leavemod:flow"},
-                    "params": {}, "compile_only": True, "validate_only": False}})
-    followed = attack(cluster, "submit", name, request, timeout=300)
-    assert followed["phase"] in FINISHED, followed
+    name = compile_her_module(cluster, "leave", LEAVER_MODULE)
     exported(lambda c: as_attacker(cluster, c), name)
     log = file_of_export(lambda c: as_attacker(cluster, c), name, "workload.log")
     assert f"WHO {ATTACKER}" in log and "DUMPABLE 0" in log, log
