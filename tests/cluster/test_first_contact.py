@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import grp
 import os
+import re
 import shlex
 import subprocess
 import uuid
@@ -82,3 +83,34 @@ def test_a_docker_group_member_brings_up_logs_in_and_runs_a_job(docker_user, clu
                   "gc-login-01 'srun -N1 hostname; whoami'", timeout=180)
     assert job.returncode == 0, job.stdout + job.stderr
     assert job.stdout.split() == ["gc-poplar-02", docker_user]
+
+
+@pytest.mark.slow("downloads Debian's minbase (41 MB) into a new user's cache and makes an image")
+def test_a_docker_group_member_makes_the_base_image_with_no_registry_and_no_root(docker_user):
+    """What ensure-base-image.sh runs where debian:bookworm-slim cannot be pulled: the base
+    from Debian's packages, made by the new user with the system's python3 (no venv: the
+    standard library alone), under a tag of the test's own."""
+    tag = f"aitestbed-test/base-{docker_user}:bookworm"
+    try:
+        made = as_user(docker_user, "PYTHONPATH=emulator /usr/bin/python3 -m "
+                       f"aitestbed.host.debian_base {tag}", timeout=900)
+        assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-3000:]
+        assert re.search(r"downloading \d+ Debian packages \(\d+\.\d MB\)", made.stderr)
+        assert f"base image {tag} made in" in made.stderr
+        check = subprocess.run(
+            ["docker", "run", "--rm", "--network", "none", tag, "sh", "-c",
+             "dpkg --audit && test -L /bin && apt-get --version | head -1 && "
+             "dpkg-query -W -f '${Status}\\n' | sort | uniq -c && cat /etc/apt/sources.list"],
+            capture_output=True, text=True, timeout=120, check=False)
+        assert check.returncode == 0, check.stdout + check.stderr
+        lines = check.stdout.splitlines()
+        assert lines[0].startswith("apt 2.6")
+        # every package installed, none half-configured: debootstrap's minbase, 88 of them
+        count, status = lines[1].split(maxsplit=1)
+        assert status == "install ok installed" and 80 <= int(count) <= 100, check.stdout
+        assert lines[2].startswith("deb ") and lines[2].endswith(" bookworm main")
+        again = as_user(docker_user, f"AITESTBED_BASE_IMAGE={tag} "
+                        "bash scripts/ensure-base-image.sh")
+        assert again.returncode == 0 and again.stderr == ""  # present: nothing to do
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, check=False)

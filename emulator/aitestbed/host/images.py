@@ -114,7 +114,8 @@ def ensure_base(client: docker.DockerClient) -> str:
     tag = base_image()
     if not _exists(client, tag) and not _from_registry(client, tag):
         script = project_root() / "scripts" / "ensure-base-image.sh"
-        env = {**os.environ, "AITESTBED_BASE_IMAGE": tag}
+        # without a registry it makes the image with this Python (aitestbed.host.debian_base)
+        env = {"AITESTBED_PYTHON": sys.executable, **os.environ, "AITESTBED_BASE_IMAGE": tag}
         if subprocess.run(["bash", str(script)], env=env, check=False).returncode:
             raise AitestbedError(f"could not provide the base image {tag} (see above)")
     return tag

@@ -10,7 +10,9 @@ read at start (cerebras/node_setup.py).
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,7 +45,9 @@ def build_kubernetes(root: Path | None = None) -> Path:
     out = fresh_output(root, "kubernetes")
     version = role_defaults(root, "k8s_control_plane")["k8s_control_plane_version"]
     script = root / "scripts" / "build-kube-binaries.sh"
-    if subprocess.run(["bash", str(script), version, str(out)], check=False).returncode:
+    env = {"AITESTBED_PYTHON": sys.executable, **os.environ}  # for ensure-base-image.sh
+    if subprocess.run(["bash", str(script), version, str(out)], env=env,
+                      check=False).returncode:
         raise AitestbedError(f"could not build kube-apiserver {version} (see above)")
     return out
 
