@@ -21,7 +21,7 @@ say() { echo "aitestbed: $*" >&2; }
 
 source_tarball() {
     local local_copy=${AITESTBED_OPENPBS_TARBALL:-}
-    local downloaded=$root/build/downloads/openpbs-${commit:0:7}.tar.gz
+    local downloaded=${AITESTBED_BUILD_DIR:-$root/build}/downloads/openpbs-${commit:0:7}.tar.gz
     local file
     if [[ -n $local_copy ]]; then
         [[ -f $local_copy ]] || { say "AITESTBED_OPENPBS_TARBALL=$local_copy: no such file"; return 1; }

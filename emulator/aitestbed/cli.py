@@ -57,9 +57,9 @@ def cli(ctx: click.Context, name: str) -> None:
     ctx.obj = {"name": check_cluster_name(name)}
     if not (project_root() / "inventory").is_dir():
         raise AitestbedError(
-            f"no checkout at {project_root()} (its inventory/, roles/ and playbooks/): "
-            "aitestbed runs from its checkout; install it with `pipx install -e '.[host]'` "
-            "there (docs/install.md), or set AITESTBED_HOME to the checkout")
+            f"no project tree at {project_root()} (its inventory/, roles/ and playbooks/): "
+            "run aitestbed from its checkout, or install it from there with `pipx install .` "
+            "(docs/install.md), or set AITESTBED_HOME to a checkout")
 
 
 @cli.command()

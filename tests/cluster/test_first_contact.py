@@ -114,3 +114,31 @@ def test_a_docker_group_member_makes_the_base_image_with_no_registry_and_no_root
         assert again.returncode == 0 and again.stderr == ""  # present: nothing to do
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, check=False)
+
+
+@pytest.mark.slow("installs the CLI's wheel and its dependencies into a new venv, then a cluster")
+def test_a_docker_group_member_installs_the_wheel_and_brings_up_from_anywhere(docker_user):
+    """`pip install .` (what `pipx install .` runs), not editable: the installed CLI runs from
+    the user's home with no checkout in sight, finds the images the checkout's tags name (so
+    it builds nothing) and builds into ~/.cache/aitestbed/build."""
+    name = "first-contact-wheel"
+    try:
+        install = as_user(docker_user, "python3 -m venv ~/cli && ~/cli/bin/pip install -q "
+                          "--disable-pip-version-check . -c requirements.txt", timeout=900)
+        assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+        where = subprocess.run(["runuser", "-l", docker_user, "-c", "~/cli/bin/python -c "
+                                "'from aitestbed.host import paths; print(paths.project_root())'"],
+                               capture_output=True, text=True, check=False)
+        assert where.stdout.strip().endswith("/site-packages/aitestbed/_tree"), where.stderr
+        up = subprocess.run(["runuser", "-l", docker_user, "-c",
+                             f"cd ~ && ~/cli/bin/aitestbed --name {name} up --profile mini "
+                             "--systems graphcore"],
+                            capture_output=True, text=True, timeout=900, check=False)
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        assert f"cluster '{name}' ready" in up.stdout + up.stderr
+        assert "building" not in up.stderr
+        assert Path(f"~{docker_user}/.cache/aitestbed/build/wheelhouse").expanduser().is_dir()
+    finally:
+        subprocess.run(["runuser", "-l", docker_user, "-c",
+                        f"~/cli/bin/aitestbed --name {name} destroy"],
+                       capture_output=True, timeout=300, check=False)

@@ -65,7 +65,7 @@ def run(api: KubeApi, limits: Limits) -> None:
             listing = api.list_jobs()
             jobs = {j["metadata"]["name"]: j for j in listing.get("items", [])}
             apply(api, jobs, decide(list(jobs.values()), limits,
-                                    datetime.datetime.now(datetime.UTC)))
+                                    datetime.datetime.now(datetime.timezone.utc)))
             for _event in api.watch_jobs(listing["metadata"]["resourceVersion"],
                                          timeout_seconds=RESYNC_SECONDS):
                 break  # anything changed: decide again from a fresh list

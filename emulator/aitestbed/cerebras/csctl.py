@@ -360,7 +360,7 @@ def format_nodegroups(settings: dict, jobs: list[dict]) -> str:
 def cmd_get(api: KubeApi, args) -> None:
     edition = args.edition
     _check_type(args.type, edition)
-    now = datetime.datetime.now(datetime.UTC)
+    now = datetime.datetime.now(datetime.timezone.utc)
     if args.type == "version":
         release = args.settings.get("release", edition.version)
         sys.stdout.write(table([["cluster-server", release], ["job-operator", release],

@@ -98,14 +98,14 @@ def logs_config_map(name: str) -> str:
 
 
 def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(stamp: str | None) -> datetime.datetime | None:
     if not stamp:
         return None
     return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
-        tzinfo=datetime.UTC)
+        tzinfo=datetime.timezone.utc)
 
 
 def build(job_type: str, request: dict, user: str, uid: int, gid: int,

@@ -41,7 +41,7 @@ def nodes_of(topology: Topology) -> Nodes:
 
 
 def now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass

@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aitestbed.host.paths import cache_root
+
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
@@ -379,9 +381,7 @@ def _docker(*args: str, stdin=None, stdout=None) -> str:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("AITESTBED_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aitestbed"
-    return Path(root) / "debian" / SUITE
+    return cache_root() / "debian" / SUITE
 
 
 def build(tag: str, mirror: str | None = None) -> None:

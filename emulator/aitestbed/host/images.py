@@ -30,6 +30,7 @@ from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import load as load_inventory
 from aitestbed.host.inventory import project_root
 from aitestbed.host.naming import LABEL_BUILD, LABEL_CLASS
+from aitestbed.host.paths import build_root
 from aitestbed.host.playbook import run_playbook
 from aitestbed.host.registry import check_registry, pull_as
 
@@ -310,7 +311,7 @@ def _apply_image_playbook(containers: dict, classes: Mapping[str, Sequence[str]]
                                 "ansible_connection": "docker",
                                 "ansible_python_interpreter": "/usr/bin/python3"}
         for node_class, c in containers.items()}}}
-    log = root / "build" / "logs" / f"image-{run_id}.log"
+    log = build_root() / "logs" / f"image-{run_id}.log"
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as inv:
         yaml.safe_dump(inventory, inv)
     try:

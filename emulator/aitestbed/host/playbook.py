@@ -10,6 +10,7 @@ from pathlib import Path
 
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import project_root
+from aitestbed.host.paths import build_root
 
 # The playbooks that change accounts only (the accounts and sshd roles' account tasks): they
 # copy nothing from the host's build/, so they need not rebuild it first.
@@ -23,7 +24,9 @@ def copies_host_artifacts(playbook: str) -> bool:
 
 
 def ansible_env() -> dict[str, str]:
-    env = {**os.environ, "ANSIBLE_CONFIG": str(project_root() / "ansible.cfg")}
+    # the roles copy what the host built from AITESTBED_BUILD_DIR (paths.build_root)
+    env = {**os.environ, "ANSIBLE_CONFIG": str(project_root() / "ansible.cfg"),
+           "AITESTBED_BUILD_DIR": str(build_root())}
     try:
         import ansible_mitogen  # noqa: PLC0415 - optional speed-up, pinned in requirements.txt
     except ImportError:

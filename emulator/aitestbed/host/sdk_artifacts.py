@@ -21,11 +21,11 @@ import yaml
 from aitestbed.datasets import fashion_mnist, mnist
 from aitestbed.host import arch
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.paths import project_root
+from aitestbed.host.paths import build_root
 
 
 def fresh_output(root: Path, vendor: str) -> Path:
-    out = root / "build" / vendor
+    out = build_root() / vendor
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     return out
@@ -41,7 +41,7 @@ def mnist_source(root: Path | None = None) -> Path:
     The image build copies it to the SDK roles; the facades' unit tests build their
     MNIST from the same file (tests/unit/conftest.py), fetching it if the build has not.
     """
-    return mnist.fetch((root or project_root()) / "build" / "downloads")
+    return mnist.fetch(build_root() / "downloads")
 
 
 def copy_mnist_source(root: Path, out: Path) -> None:
@@ -50,7 +50,7 @@ def copy_mnist_source(root: Path, out: Path) -> None:
 
 
 def copy_fashion_mnist_source(root: Path, out: Path) -> None:
-    source = fashion_mnist.fetch(root / "build" / "downloads")
+    source = fashion_mnist.fetch(build_root() / "downloads")
     shutil.copy2(source, out / source.name)
 
 
@@ -58,7 +58,7 @@ def pinned_wheels(root: Path, requirements: Path, dest: Path) -> Path:
     """The wheels a hash-pinned requirements file names, downloaded once into
     build/downloads/wheels and linked into dest. A cache whose files match every pin's hash
     is used as it is (no index is asked)."""
-    cache = root / "build" / "downloads" / "wheels"
+    cache = build_root() / "downloads" / "wheels"
     cache.mkdir(parents=True, exist_ok=True)
     wheels = verified_wheels(cache, requirements)
     if wheels is None:

@@ -508,7 +508,7 @@ def _epoch(stamp: str) -> float | None:
 
     try:
         return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=datetime.UTC).timestamp()
+            tzinfo=datetime.timezone.utc).timestamp()
     except (TypeError, ValueError):
         return None
 

@@ -67,7 +67,7 @@ def _name(common_name: str, organisation: str | None = None) -> x509.Name:
 
 def _builder(subject: x509.Name, issuer: x509.Name, public_key,
              validity: datetime.timedelta = VALIDITY) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
     return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
             .public_key(public_key).serial_number(x509.random_serial_number())
             .not_valid_before(now).not_valid_after(now + validity))
@@ -133,7 +133,7 @@ class ClusterCA:
             cert.verify_directly_issued_by(self.cert)
         except (ValueError, TypeError, InvalidSignature):
             return False
-        return cert.not_valid_after_utc > datetime.datetime.now(datetime.UTC)
+        return cert.not_valid_after_utc > datetime.datetime.now(datetime.timezone.utc)
 
     def server(self, directory: Path, dns_names: list[str], stem: str = "apiserver") -> None:
         sans: list[x509.GeneralName] = [x509.DNSName(n)

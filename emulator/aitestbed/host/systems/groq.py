@@ -9,6 +9,7 @@ read at start (groq/pbs_setup.py).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 from aitestbed.groq import guide
 from aitestbed.groq.pbs_complex import Complex
 from aitestbed.host.errors import AitestbedError
-from aitestbed.host.paths import project_root
+from aitestbed.host.paths import build_root, project_root
 from aitestbed.host.sdk_artifacts import fresh_output, role_defaults
 from aitestbed.host.systems.model import Artifact, RunTarget, System
 from aitestbed.host.wheels import build_wheel
@@ -61,8 +62,9 @@ def build_openpbs(node_os: str, root: Path | None = None) -> Path:
     commit = defaults["openpbs_commit"]
     url = defaults["openpbs_source_url"].replace("{{ openpbs_commit }}", commit)
     script = root / "scripts" / "build-openpbs.sh"
+    env = {**os.environ, "AITESTBED_BUILD_DIR": str(build_root())}  # its downloads/
     if subprocess.run(["bash", str(script), commit, defaults["openpbs_sha256"], url, node_os,
-                       str(out)], check=False).returncode:
+                       str(out)], env=env, check=False).returncode:
         raise AitestbedError(f"could not build OpenPBS {commit[:7]} (see above)")
     return out
 
