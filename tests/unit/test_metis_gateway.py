@@ -393,3 +393,15 @@ def test_the_server_command_helps_and_refuses_a_bad_config_in_one_line(tmp_path,
     assert server.main(["--config", str(tmp_path / "nomodel.yaml")]) == 2
     assert "no trained model" in capsys.readouterr().err
     assert sys.modules["aitestbed.metis.server"] is server
+
+
+def test_a_cold_model_whose_weights_cannot_load_answers_503_at_once(weights, tmp_path):
+    models = [{"name": "gpt-oss-120b"},
+              {"name": "gemma-4-31B-it", "hot": False, "weights": str(tmp_path / "none")}]
+    with start(weights, tmp_path, models=models) as (_, _, client, _):
+        started = time.monotonic()
+        err = error_of(lambda: client.chat("gemma-4-31B-it", HELLO, max_tokens=3))
+        assert err.status == 503 and "failed to start" in str(err) and "no trained model" in \
+            str(err)
+        assert time.monotonic() - started < 5
+        assert client.states()["gemma-4-31B-it"] == "Offline"

@@ -110,7 +110,10 @@ class Gateway:
                 threading.Thread(target=self._cold_start, args=(served,), daemon=True,
                                  name=f"cold-start {served.config.name}").start()
             asked_at = served.asked_at
-        if not served.live.wait(self.config.cold_wait_seconds):
+        deadline = self.now() + self.config.cold_wait_seconds
+        while not served.live.wait(0.05) and not served.failure and self.now() < deadline:
+            pass
+        if not served.live.is_set() and not served.failure:
             t = served.config.timing
             raise ApiError(503, f"'{served.config.name}' is not currently live on Metis "
                                 f"({self.phase(served)}); try again later.", "model_not_live",
