@@ -7,7 +7,8 @@ the folders of the layers below it:
     cli > classroom > exercises > host > the system rooms > the kernel
 
   - host/ is one layer with everything under it (systems/, provider/, jobrun/);
-  - the system rooms (cerebras, graphcore, sambanova, groq) never import one another;
+  - the system rooms (cerebras, graphcore, sambanova, groq, metis) never import one
+    another;
   - the kernel folders (node, devices, datasets) import nothing above them and, today,
     nothing of one another either: KERNEL_EDGES declares an edge between two of them
     should one ever be needed;
@@ -44,7 +45,7 @@ EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
 HERE = "tests/unit/test_layering.py"
 ENTRY = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)(\.\w+)*")  # "module:attr"
 
-ROOMS = frozenset({"cerebras", "graphcore", "sambanova", "groq"})
+ROOMS = frozenset({"cerebras", "graphcore", "sambanova", "groq", "metis"})
 KERNEL = frozenset({"node", "devices", "datasets"})
 # Highest first. host/systems/ (the systems registry) is part of host.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (

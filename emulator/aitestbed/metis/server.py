@@ -1,0 +1,320 @@
+"""The Metis inference gateway on HTTP: the ALCF Inference Service's routes for Metis.
+
+    python -m aitestbed.metis.server --config FILE [--host H] [--port P]
+
+  POST /resource_server/metis/api/v1/chat/completions   OpenAI chat (stream: SSE)
+  GET  /resource_server/metis/api/v1/models             the served names
+  GET  /resource_server/list-endpoints                  {"clusters": {"metis": ...}}
+  GET  /resource_server/metis/jobs                      each model Live/Starting/Queued/Offline
+  GET  /status                                          the status page (JSON if asked)
+Every /resource_server route needs `Authorization: Bearer <access token>`. What Metis
+does not offer (batches, other OpenAI routes, tool calling) is a 400 JSON error, as
+the ALCF gateway answers it; every refusal is JSON with its status, never a traceback.
+
+The wire only: the state and decisions are aitestbed.metis.gateway's and .state's.
+Each connection has its own thread (ThreadingHTTPServer) and a socket timeout, so a
+slow client holds only its own; a body larger than max_body_bytes is refused from its
+Content-Length before it is read; a client that goes away mid-stream stops its
+generation and frees its slot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from aitestbed.devices.clock import TimeScaleError
+from aitestbed.metis import config as config_module
+from aitestbed.metis import lm, schema
+from aitestbed.metis.engine import Finished, LocalBackend, Piece
+from aitestbed.metis.gateway import Gateway
+from aitestbed.metis.state import ApiError
+
+ROOT = "/resource_server"
+API = f"{ROOT}/metis/api/v1"
+GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
+class GatewayServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], gateway: Gateway):
+        self.gateway = gateway
+        super().__init__(address, Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: GatewayServer
+    server_version = "metis-gateway"
+    sys_version = ""
+
+    def setup(self) -> None:
+        self.timeout = self.server.gateway.config.socket_timeout
+        super().setup()
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
+        pass
+
+    # --- answers ----------------------------------------------------------------------------
+    def _send(self, status: int, body: bytes, content_type: str,
+              headers: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status: int, data, headers: dict | None = None) -> None:
+        self._send(status, json.dumps(data).encode(), "application/json", headers)
+
+    def _error(self, err: ApiError) -> None:
+        headers = {"Retry-After": str(err.retry_after)} if err.retry_after else {}
+        if err.status == 405:
+            headers["Allow"] = "POST"
+        self._json(err.status, err.body(), headers)
+
+    # --- dispatch ---------------------------------------------------------------------------
+    def _dispatch(self, method: str) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/") or "/"
+        self.body_read = method not in ("POST", "PUT", "PATCH")
+        self.streaming = False  # once a stream's headers are sent, no other answer can be
+        try:
+            self._route(method, path)
+        except Exception as err:  # noqa: BLE001 - the service answers, never a traceback
+            if self.streaming or isinstance(err, GONE):
+                self.close_connection = True
+            elif isinstance(err, ApiError):
+                if not self.body_read:
+                    self.close_connection = True  # its body was not read: the connection ends
+                self._safely(self._error, err)
+            elif isinstance(err, TimeoutError):  # socket.timeout: a client too slow
+                self.close_connection = True
+                self._safely(self._error, ApiError(408, "the request was not received in "
+                                                        "time", "request_timeout"))
+            else:
+                print(f"metis gateway: {method} {path}: {type(err).__name__}: {err}",
+                      file=sys.stderr, flush=True)
+                self.close_connection = True
+                self._safely(self._json, 500, {"error": {
+                    "message": "Internal Server Error", "type": "server_error", "param": None,
+                    "code": "internal_error"}})
+
+    def _safely(self, answer, *args) -> None:
+        try:
+            answer(*args)
+        except (OSError, ValueError):
+            self.close_connection = True
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's names
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._dispatch("DELETE")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._dispatch("PATCH")
+
+    def _route(self, method: str, path: str) -> None:
+        gateway = self.server.gateway
+        if path == "/status" and method == "GET":
+            if "json" in self.headers.get("Accept", ""):
+                return self._json(200, gateway.status())
+            return self._send(200, gateway.status_html().encode(), "text/html; charset=utf-8")
+        if path != ROOT and not path.startswith(ROOT + "/"):
+            raise ApiError(404, f"No such resource: {method} {path}", "not_found")
+        user = gateway.authenticate(self.headers.get("Authorization"))
+        routes = {f"{ROOT}/list-endpoints": gateway.list_endpoints,
+                  f"{ROOT}/metis/jobs": gateway.jobs, f"{API}/models": gateway.models_list}
+        if path in routes:
+            if method != "GET":
+                raise ApiError(405, f"{method} is not allowed on {path}", "method_not_allowed")
+            return self._json(200, routes[path]())
+        if path == f"{API}/chat/completions":
+            if method != "POST":
+                raise ApiError(405, f"{method} is not allowed on {path}: use POST",
+                               "method_not_allowed")
+            return self._chat(user)
+        if path.startswith(API + "/"):
+            route = path[len(API):]
+            if route.startswith("/batches"):
+                raise ApiError(400, "Batch processing is not supported on the Metis cluster.",
+                               "batch_unavailable")
+            raise ApiError(400, f"'{route}' not available on cluster 'metis': Metis offers "
+                                "/chat/completions only.", "unsupported_endpoint")
+        parts = path[len(ROOT):].strip("/").split("/")
+        if parts[0] not in ("metis", "list-endpoints"):
+            raise ApiError(404, f"Cluster '{parts[0]}' is not served here: this is Metis "
+                                "(base URL /resource_server/metis/api/v1).", "cluster_not_found")
+        raise ApiError(404, f"No such resource: {method} {path}", "not_found")
+
+    # --- chat completions -------------------------------------------------------------------
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            raise ApiError(411, "a chunked body is not accepted: send Content-Length",
+                           "length_required")
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            raise ApiError(411, "the request has no Content-Length", "length_required")
+        try:
+            length = int(raw)
+        except ValueError:
+            raise ApiError(400, f"Content-Length {raw!r} is not a number",
+                           "invalid_request") from None
+        limit = self.server.gateway.config.max_body_bytes
+        if length > limit or length < 0:
+            raise ApiError(413, f"the request body ({length} bytes) is larger than the "
+                                f"{limit} bytes the service accepts", "request_too_large")
+        kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise ApiError(415, f"Content-Type must be application/json, not "
+                                f"{kind or 'none'!r}", "unsupported_media_type")
+        body = self.rfile.read(length)
+        self.body_read = len(body) == length
+        if not self.body_read:
+            raise ApiError(400, "the request body ended early", "invalid_request")
+        return body
+
+    def _chat(self, user: str) -> None:
+        gateway = self.server.gateway
+        try:
+            body = json.loads(self._read_body())
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ApiError(400, f"the body is not valid JSON: {err}", "invalid_json") from None
+        request = schema.parse_chat(body)
+        served = gateway.served(request.model)
+        release = gateway.begin(user)
+        try:
+            gateway.ensure_live(served)
+            config, backend = served.config, served.backend
+            prompt = (backend.prompt_ids(request.messages)
+                      if isinstance(backend, LocalBackend) else [])
+            max_tokens = schema.check_lengths(request, len(prompt), config.context_length,
+                                              config.max_tokens_limit, config.default_max_tokens)
+            events = backend.run(request, max_tokens, prompt)
+            try:
+                if request.stream:
+                    self._stream(request, events)
+                else:
+                    self._complete(request, events)
+            finally:
+                events.close()
+        finally:
+            release()
+
+    def _complete(self, request: schema.ChatRequest, events) -> None:
+        texts, finished = [], None
+        for event in events:
+            if isinstance(event, Piece):
+                texts.append(event.text)
+            elif isinstance(event, Finished):
+                finished = event
+        use = schema.usage(finished.prompt_tokens, finished.completion_tokens)
+        self._json(200, schema.completion(schema.new_id(), request.model, "".join(texts),
+                                          finished.reason, use))
+        self.server.gateway.count("completed")
+
+    def _event(self, data) -> None:
+        payload = data if isinstance(data, str) else json.dumps(data)
+        self.wfile.write(f"data: {payload}\n\n".encode())
+        self.wfile.flush()
+
+    def _stream(self, request: schema.ChatRequest, events) -> None:
+        gateway = self.server.gateway
+        ident, created, model = schema.new_id(), int(time.time()), request.model
+        first = next(events)  # an upstream's refusal is still a JSON error, before the stream
+        self.close_connection = self.streaming = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        try:
+            self._event(schema.chunk(ident, model, created, {"role": "assistant", "content": ""}))
+            event = first
+            while True:
+                if isinstance(event, Piece):
+                    self._event(schema.chunk(ident, model, created, {"content": event.text}))
+                elif isinstance(event, Finished):
+                    self._event(schema.chunk(ident, model, created, {}, event.reason))
+                    if request.include_usage:
+                        self._event(schema.usage_chunk(ident, model, created, schema.usage(
+                            event.prompt_tokens, event.completion_tokens)))
+                    break
+                event = next(events)
+            self._event("[DONE]")
+            gateway.count("completed")
+        except (*GONE, TimeoutError):  # the client went away or stopped reading
+            gateway.count("cancelled")
+        except ApiError as err:  # the upstream broke off: tell the client in the stream
+            self._safely(self._event, err.body())
+            gateway.count("failed")
+
+
+def serve(gateway: Gateway, host: str, port: int) -> GatewayServer:
+    """The server, bound (port 0: any free port); the caller runs serve_forever."""
+    return GatewayServer((host, port), gateway)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m aitestbed.metis.server",
+        description="The SambaNova Metis (SN40L) inference gateway: OpenAI-compatible chat "
+                    "completions from small models trained by aitestbed, at the ALCF "
+                    "Inference Service's paths.")
+    parser.add_argument("--config", required=True, help="the gateway's YAML configuration "
+                        "(see aitestbed.metis.config)")
+    parser.add_argument("--host", help="address to listen on (default: the config's)")
+    parser.add_argument("--port", type=int, help="port to listen on (default: the config's)")
+    args = parser.parse_args(argv)
+    try:
+        import torch
+
+        torch.set_num_threads(1)  # many small streams: one thread each is faster
+        config = config_module.load(args.config)
+        gateway = Gateway(config)
+        server = serve(gateway, args.host or config.host,
+                       config.port if args.port is None else args.port)
+    except (config_module.ConfigError, lm.ModelError, TimeScaleError) as err:
+        print(f"metis gateway: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"metis gateway: cannot listen on {args.host or config.host}:"
+              f"{config.port if args.port is None else args.port}: {err.strerror or err}",
+              file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    states = ", ".join(f"{name} ({phase})" for name, phase in gateway.states().items())
+    print(f"metis gateway: {server.url}{API} serving {states}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
