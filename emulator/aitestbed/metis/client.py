@@ -18,6 +18,8 @@ import ssl
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+from aitestbed.metis.schema import sse_events
+
 API = "/resource_server/metis/api/v1"
 
 
@@ -104,18 +106,12 @@ class MetisClient:
                                        {"model": model, "messages": messages, **options,
                                         "stream": True})
         try:
-            for raw in response:
-                line = raw.decode("utf-8").strip()
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    return
-                event = json.loads(payload)
+            for event in sse_events(response):
                 if "error" in event:
                     raise MetisError(event["error"]["message"], 200, event["error"].get("code"))
                 yield event
-            raise MetisError("the stream ended without data: [DONE]", 200)
+        except ValueError as err:
+            raise MetisError(str(err), 200) from None
         finally:
             conn.close()
 

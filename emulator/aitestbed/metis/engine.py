@@ -23,7 +23,7 @@ from aitestbed.devices.clock import VirtualClock
 from aitestbed.metis import lm
 from aitestbed.metis.chat import Template
 from aitestbed.metis.config import Upstream
-from aitestbed.metis.schema import ChatRequest
+from aitestbed.metis.schema import ChatRequest, sse_events
 from aitestbed.metis.state import ApiError
 from aitestbed.metis.timing import ModelTiming
 
@@ -177,14 +177,7 @@ class UpstreamBackend:
                                int(use.get("completion_tokens", 0)))
                 return
             reason, use = "stop", {}
-            for raw in response:
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                event = json.loads(payload)
+            for event in sse_events(response):
                 use = event.get("usage") or use
                 for choice in event.get("choices") or []:
                     text = (choice.get("delta") or {}).get("content")

@@ -8,8 +8,10 @@ What Metis does not offer (tool calling, n > 1) is refused here, as the docs say
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from aitestbed.metis.state import ApiError
@@ -165,3 +167,19 @@ def chunk(ident: str, model: str, created: int, delta: dict,
 def usage_chunk(ident: str, model: str, created: int, use: dict) -> dict:
     return {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
             "system_fingerprint": None, "choices": [], "usage": use}
+
+
+def sse_events(lines: Iterable[bytes]) -> Iterator[dict]:
+    """The JSON events of a Server-Sent Events stream of chat chunks (each `data: {...}`),
+    until `data: [DONE]`; ValueError if it ends before that or an event is not JSON. The
+    client reads the gateway's streams with it, the gateway its upstream's."""
+    for raw in lines:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return
+        yield json.loads(payload)
+    raise ValueError("the stream ended without data: [DONE]")
+
