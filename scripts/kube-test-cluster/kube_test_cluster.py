@@ -90,6 +90,24 @@ class Fail(Exception):
     """A clear message for the user, and exit status 1."""
 
 
+def keep_bridge_offline(name: str) -> str | None:
+    """The DOCKER-USER rule (host/egress.rule) that drops what this cluster's bridge
+    forwards to any other interface, inserted unless it is there; a warning when it cannot
+    be. The testbed's clusters need no such rule since the gate (their nodes are on an
+    internal network); this test cluster's network cannot be internal (the pod addresses
+    routed between the workers), and the script runs as root."""
+    iptables = shutil.which("iptables")
+    if iptables is None:
+        return "iptables is not installed here: this cluster's machines can reach outside"
+    rule = egress.rule(name)
+    if subprocess.run([iptables, "-C", egress.CHAIN, *rule], capture_output=True).returncode:
+        made = subprocess.run([iptables, "-I", egress.CHAIN, "1", *rule], capture_output=True,
+                              text=True)
+        if made.returncode:
+            return (f"could not add the firewall rule that keeps this cluster offline "
+                    f"({made.stderr.strip() or 'iptables failed'})")
+    return None
+
 def say(message: str) -> None:
     print(f"kube-test-cluster: {message}", file=sys.stderr, flush=True)
 
@@ -365,7 +383,7 @@ class TestCluster:
         (pod to pod across workers) is bridge to bridge, and the host's connections to the
         published ports are its own traffic. Made again by every `up` (a host restart
         empties the chain)."""
-        if warning := egress.ensure(self.egress_name):
+        if warning := keep_bridge_offline(self.egress_name):
             say(f"warning: {warning}")
 
     def up(self, timeout: float) -> None:
