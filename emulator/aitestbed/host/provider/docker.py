@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import docker
 from docker.errors import APIError, DockerException, NotFound
 
-from aitestbed.host import egress, images, storage
+from aitestbed.host import egress, engine, images, storage
 from aitestbed.host.engine import connect
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.inventory import Node, Topology
@@ -170,7 +170,7 @@ class DockerProvider(Provider):
         return images.ensure_class_images(self.client, node_classes)
 
     def ensure_network(self, cluster: str, topology: Topology) -> list[str]:
-        warnings = []
+        warnings = engine.describe(self.client)  # what a rootless or Podman engine lacks
         if note := self._ensure_internal(cluster, topology):
             warnings.append(note)
         if any(node.ssh_publish for node in topology.nodes):
