@@ -6,6 +6,10 @@ from one trained directory:
     listen: {host: 127.0.0.1, port: 8080}
     weights: /var/lib/metis/lm          # a directory aitestbed.metis.train wrote
     tokens: /var/lib/metis/tokens.json  # the token store (aitestbed.metis.tokens)
+    accounts: /etc/aitestbed/cluster/accounts.json  # who may have tokens (the cluster's
+                                        # accounts: aitestbed.metis.identity); without
+                                        # it, POST /auth/token issues nothing
+    munge_socket: /run/munge-metis/munge.socket.2   # the munged that decodes credentials
     limits: {requests_per_minute: 60, concurrent: 4}
     max_body_bytes: 1048576
     socket_timeout: 30                  # seconds a client may take to send its request
@@ -80,6 +84,8 @@ class GatewayConfig:
     port: int = 8080
     weights: Path | None = None
     tokens: Path | None = None
+    accounts: Path | None = None
+    munge_socket: str = "/run/munge-metis/munge.socket.2"
     limits: Limits = Limits()
     max_body_bytes: int = 1 << 20
     socket_timeout: float = 30.0
@@ -164,8 +170,9 @@ def _model(data, index: int, base: Path) -> ModelConfig:
 def from_dict(data, base: Path = Path(".")) -> GatewayConfig:
     """The configuration from its parsed file (`base`: where relative paths start)."""
     data = _mapping(data if data is not None else {}, "the configuration")
-    _check_keys(data, {"listen", "weights", "tokens", "limits", "max_body_bytes",
-                       "socket_timeout", "cold_wait_seconds", "models"}, "the configuration")
+    _check_keys(data, {"listen", "weights", "tokens", "accounts", "munge_socket", "limits",
+                       "max_body_bytes", "socket_timeout", "cold_wait_seconds", "models"},
+                "the configuration")
     listen = _mapping(data.get("listen") or {}, "listen")
     _check_keys(listen, {"host", "port"}, "listen")
     limits = _mapping(data.get("limits") or {}, "limits")
@@ -183,7 +190,10 @@ def from_dict(data, base: Path = Path(".")) -> GatewayConfig:
     if weights is None and any(m.weights is None and m.upstream is None for m in models):
         raise ConfigError("weights: the directory of the trained model is not given "
                           "(python -m aitestbed.metis.train --out DIR)")
-    tokens = data.get("tokens")
+    tokens, accounts = data.get("tokens"), data.get("accounts")
+    socket = data.get("munge_socket", GatewayConfig.munge_socket)
+    if not isinstance(socket, str) or not socket.startswith("/"):
+        raise ConfigError(f"munge_socket must be an absolute path, not {socket!r}")
     host = listen.get("host", "127.0.0.1")
     if not isinstance(host, str) or not host:
         raise ConfigError(f"listen.host must be an address, not {host!r}")
@@ -191,6 +201,7 @@ def from_dict(data, base: Path = Path(".")) -> GatewayConfig:
         host=host, port=_int(listen.get("port", 8080), "listen.port", 0),
         weights=base / str(weights) if weights else None,
         tokens=base / str(tokens) if tokens else None,
+        accounts=base / str(accounts) if accounts else None, munge_socket=socket,
         limits=Limits(_int(limits.get("requests_per_minute", 60), "limits.requests_per_minute"),
                       _int(limits.get("concurrent", 4), "limits.concurrent")),
         max_body_bytes=_int(data.get("max_body_bytes", 1 << 20), "max_body_bytes", 64),

@@ -20,6 +20,7 @@ from aitestbed.devices.clock import time_scale
 from aitestbed.metis import chat, lm, state
 from aitestbed.metis.config import GatewayConfig, ModelConfig
 from aitestbed.metis.engine import LocalBackend, UpstreamBackend
+from aitestbed.metis.identity import AccountsFile
 from aitestbed.metis.state import ApiError
 from aitestbed.metis.tokens import JsonTokenStore, TokenStore
 
@@ -42,11 +43,17 @@ class Served:
 
 class Gateway:
     def __init__(self, config: GatewayConfig, store: TokenStore | None = None, *,
-                 scale: float | None = None, monotonic: Callable[[], float] = time.monotonic):
+                 scale: float | None = None, monotonic: Callable[[], float] = time.monotonic,
+                 accounts: AccountsFile | None = None, clock: Callable[[], float] = time.time):
         self.config = config
         self.scale = time_scale() if scale is None else scale
         self.now = monotonic
-        self.store = store or JsonTokenStore(config.tokens or Path("/nonexistent/tokens.json"))
+        self.clock = clock  # wall time: tokens' expiries
+        # who may have tokens and use them: the cluster's accounts (None: no sessions)
+        self.accounts = accounts or (AccountsFile(config.accounts) if config.accounts else None)
+        self.store = store or JsonTokenStore(
+            config.tokens or Path("/nonexistent/tokens.json"),
+            self.accounts.active if self.accounts else None)
         self.lock = threading.Lock()
         self.models = {m.name: Served(m) for m in config.models}
         self.usage: dict[str, state.Usage] = {}
@@ -126,7 +133,39 @@ class Gateway:
 
     # --- callers ---------------------------------------------------------------------------
     def authenticate(self, header: str | None) -> str:
-        return state.authenticate(header, self.store.lookup, self.store.user_active, time.time())
+        return state.authenticate(header, self.store.lookup, self.store.user_active,
+                                  self.clock())
+
+    # --- sessions (the token helper: POST /auth/token) ---------------------------------------
+    def _sessions(self) -> JsonTokenStore:
+        if self.accounts is None or not isinstance(self.store, JsonTokenStore):
+            raise ApiError(404, "This gateway issues no tokens (its configuration names no "
+                                "accounts).", "not_found")
+        return self.store
+
+    def start_session(self, uid: int) -> dict:
+        """A new session for the testbed account `uid` is (munged vouched for the uid)."""
+        store = self._sessions()
+        user = state.token_user(uid, self.accounts.name_of, store.user_active)
+        access, refresh, expires, ends = store.start_session(user, self.clock())
+        self.count("sessions")
+        return self._tokens(user, access, expires, ends, refresh)
+
+    def refresh(self, refresh_token: str) -> dict:
+        store = self._sessions()
+        record = store.lookup_refresh(refresh_token)
+        user = state.may_refresh(record, store.user_active, self.clock())
+        access, expires = store.refresh_access(record, self.clock())
+        return self._tokens(user, access, expires, record.session_ends or record.expires_at)
+
+    def _tokens(self, user: str, access: str, expires: float, ends: float,
+                refresh: str | None = None) -> dict:
+        answer = {"access_token": access, "token_type": "Bearer", "user": user,
+                  "expires_in": max(0, int(expires - self.clock())),
+                  "expires_at_seconds": int(expires), "session_ends_at_seconds": int(ends)}
+        if refresh:
+            answer["refresh_token"] = refresh
+        return answer
 
     def begin(self, user: str) -> Callable[[], None]:
         """Admit one request of `user` (ApiError 429 otherwise); returns its release."""

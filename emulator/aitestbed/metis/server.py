@@ -1,7 +1,9 @@
 """The Metis inference gateway on HTTP: the ALCF Inference Service's routes for Metis.
 
     python -m aitestbed.metis.server --config FILE [--host H] [--port P]
+        [--certfile CRT --keyfile KEY] [--user NAME]
 
+  POST /auth/token                                      a session's tokens (below)
   POST /resource_server/metis/api/v1/chat/completions   OpenAI chat (stream: SSE)
   GET  /resource_server/metis/api/v1/models             the served names
   GET  /resource_server/list-endpoints                  {"clusters": {"metis": ...}}
@@ -10,6 +12,16 @@
 Every /resource_server route needs `Authorization: Bearer <access token>`. What Metis
 does not offer (batches, other OpenAI routes, tool calling) is a 400 JSON error, as
 the ALCF gateway answers it; every refusal is JSON with its status, never a traceback.
+
+POST /auth/token is the emulated Globus Auth the token helper (aitestbed.metis.auth)
+talks to: {"grant_type": "munge"} with `Authorization: MUNGE <credential>` starts a
+session for the testbed account munged vouches for (aitestbed.metis.identity);
+{"grant_type": "refresh_token", "refresh_token": ...} gives a new access token of it.
+
+TLS: with --certfile and --keyfile every connection is TLS (1.2 or later); its handshake
+happens in the connection's own thread, under the socket timeout, so a client that
+never finishes one holds only itself. --user: the process binds its port and reads
+its key as root, then runs as that user.
 
 The wire only: the state and decisions are aitestbed.metis.gateway's and .state's.
 Each connection has its own thread (ThreadingHTTPServer) and a socket timeout, so a
@@ -22,7 +34,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import pwd
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -30,28 +45,57 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from aitestbed.devices.clock import TimeScaleError
 from aitestbed.metis import config as config_module
-from aitestbed.metis import lm, schema
+from aitestbed.metis import identity, lm, schema
 from aitestbed.metis.engine import Finished, LocalBackend, Piece
 from aitestbed.metis.gateway import Gateway
 from aitestbed.metis.state import ApiError
+from aitestbed.node.munge import MungeError
 
 ROOT = "/resource_server"
 API = f"{ROOT}/metis/api/v1"
+AUTH = "/auth/token"
 GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
+def tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:
+    """The server's TLS context (ssl.SSLError or OSError when the files do not make one)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(certfile, keyfile)
+    return context
 
 
 class GatewayServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], gateway: Gateway):
+    def __init__(self, address: tuple[str, int], gateway: Gateway,
+                 tls: ssl.SSLContext | None = None,
+                 identify: identity.Verifier | None = None):
         self.gateway = gateway
+        self.tls = tls
+        # a MUNGE credential -> the uid that made it (MungeError)
+        self.identify = identify or identity.munge_verifier(gateway.config.munge_socket)
         super().__init__(address, Handler)
+
+    def get_request(self):
+        sock, address = super().get_request()
+        if self.tls is not None:  # the handshake: in the connection's thread (Handler.setup)
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
+    def handle_error(self, request, client_address) -> None:
+        """One line, never a traceback (a failed TLS handshake, a client gone)."""
+        err = sys.exc_info()[1]
+        if isinstance(err, ssl.SSLError | OSError):
+            return  # the client's problem; the others are served
+        print(f"metis gateway: connection from {client_address[0]}: "
+              f"{type(err).__name__}: {err}", file=sys.stderr, flush=True)
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -62,6 +106,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         self.timeout = self.server.gateway.config.socket_timeout
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(self.timeout)
+            self.request.do_handshake()  # ssl.SSLError, TimeoutError: handle_error, quietly
         super().setup()
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
@@ -138,6 +185,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _route(self, method: str, path: str) -> None:
         gateway = self.server.gateway
+        if path == AUTH:
+            if method != "POST":
+                raise ApiError(405, f"{method} is not allowed on {path}: use POST",
+                               "method_not_allowed")
+            return self._token()
         if path == "/status" and method == "GET":
             if "json" in self.headers.get("Accept", ""):
                 return self._json(200, gateway.status())
@@ -168,6 +220,42 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(404, f"Cluster '{parts[0]}' is not served here: this is Metis "
                                 "(base URL /resource_server/metis/api/v1).", "cluster_not_found")
         raise ApiError(404, f"No such resource: {method} {path}", "not_found")
+
+    # --- sessions (the emulated Globus Auth) -----------------------------------------------
+    def _token(self) -> None:
+        gateway = self.server.gateway
+        body = self._json_body()
+        grant = body.get("grant_type")
+        if grant == "munge":
+            scheme, _, credential = self.headers.get("Authorization", "").partition(" ")
+            if scheme.upper() != "MUNGE" or not credential.strip():
+                raise ApiError(401, "A session starts with a MUNGE credential of the user "
+                                    "(`Authorization: MUNGE <credential>`, made by `munge -n` "
+                                    "on a login node): run `python inference_auth_token.py "
+                                    "authenticate` there.", "unauthorized")
+            try:
+                uid = self.server.identify(credential.strip())
+            except MungeError as err:
+                raise ApiError(401, f"The MUNGE credential was refused: {err}",
+                               "unauthorized") from None
+            return self._json(200, gateway.start_session(uid))
+        if grant == "refresh_token":
+            token = body.get("refresh_token")
+            if not isinstance(token, str) or not token or len(token) > 4096:
+                raise ApiError(400, "refresh_token must be the session's refresh token",
+                               "invalid_request", "refresh_token")
+            return self._json(200, gateway.refresh(token))
+        raise ApiError(400, f"grant_type must be munge or refresh_token, not {grant!r}",
+                       "unsupported_grant_type", "grant_type")
+
+    def _json_body(self) -> dict:
+        try:
+            body = json.loads(self._read_body())
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ApiError(400, f"the body is not valid JSON: {err}", "invalid_json") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "the body must be a JSON object", "invalid_request")
+        return body
 
     # --- chat completions -------------------------------------------------------------------
     def _read_body(self) -> bytes:
@@ -272,9 +360,18 @@ class Handler(BaseHTTPRequestHandler):
             gateway.count("failed")
 
 
-def serve(gateway: Gateway, host: str, port: int) -> GatewayServer:
+def serve(gateway: Gateway, host: str, port: int, tls: ssl.SSLContext | None = None,
+          identify: identity.Verifier | None = None) -> GatewayServer:
     """The server, bound (port 0: any free port); the caller runs serve_forever."""
-    return GatewayServer((host, port), gateway)
+    return GatewayServer((host, port), gateway, tls, identify)
+
+
+def drop_privileges(user: str) -> None:
+    """Run as `user` from now on (its uid, gid and no other groups)."""
+    entry = pwd.getpwnam(user)
+    os.setgroups([])
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,7 +384,26 @@ def main(argv: list[str] | None = None) -> int:
                         "(see aitestbed.metis.config)")
     parser.add_argument("--host", help="address to listen on (default: the config's)")
     parser.add_argument("--port", type=int, help="port to listen on (default: the config's)")
+    parser.add_argument("--certfile", help="serve TLS with this certificate (PEM; its chain "
+                        "after it)")
+    parser.add_argument("--keyfile", help="the certificate's private key (PEM)")
+    parser.add_argument("--user", help="run as this user once the port is bound and the key "
+                        "read (started as root)")
     args = parser.parse_args(argv)
+    if bool(args.certfile) != bool(args.keyfile):
+        parser.error("--certfile and --keyfile go together")
+    try:
+        tls = tls_context(args.certfile, args.keyfile) if args.certfile else None
+    except (OSError, ssl.SSLError) as err:
+        print(f"metis gateway: cannot use the certificate {args.certfile} and key "
+              f"{args.keyfile}: {getattr(err, 'strerror', None) or err}", file=sys.stderr)
+        return 2
+    if args.user:
+        try:
+            pwd.getpwnam(args.user)
+        except KeyError:
+            print(f"metis gateway: no user {args.user!r} here", file=sys.stderr)
+            return 2
     try:
         import torch
 
@@ -295,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         config = config_module.load(args.config)
         gateway = Gateway(config)
         server = serve(gateway, args.host or config.host,
-                       config.port if args.port is None else args.port)
+                       config.port if args.port is None else args.port, tls)
     except (config_module.ConfigError, lm.ModelError, TimeScaleError) as err:
         print(f"metis gateway: {err}", file=sys.stderr)
         return 2
@@ -304,6 +420,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{config.port if args.port is None else args.port}: {err.strerror or err}",
               file=sys.stderr)
         return 2
+    if args.user:
+        try:
+            drop_privileges(args.user)
+        except OSError as err:
+            print(f"metis gateway: cannot run as {args.user}: {err.strerror or err}",
+                  file=sys.stderr)
+            return 2
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     states = ", ".join(f"{name} ({phase})" for name, phase in gateway.states().items())
     print(f"metis gateway: {server.url}{API} serving {states}", flush=True)

@@ -4,6 +4,8 @@
   OpenAI error shape ({"error": {"message", "type", "param", "code"}}), whose "code"
   and "message" also match the ALCF gateway's own errors (resource_server_async).
 - `authenticate`: the bearer token -> the user, or 401/403 as the ALCF gateway words it.
+- `token_user`, `may_refresh`: who gets a session (a uid munged vouched for that is an
+  active testbed account) and whether a refresh token still gives access tokens.
 - `admit`: a user's request against the per-user rate (requests a minute) and the
   concurrent requests: allowed, or 429 with Retry-After.
 - `model_phase`: the docs' states of a model (Live, Starting, Queued, Offline) from when
@@ -72,6 +74,39 @@ def authenticate(header: str | None, lookup: Callable[[str], TokenRecord | None]
     if not user_active(record.user):
         raise ApiError(403, f"Permission denied: {record.user} may not use the ALCF "
                             "inference service (no active account).", "access_denied")
+    return record.user
+
+
+REAUTHENTICATE = ("Your session has ended: re-authentication is required every 7 days. Run "
+                  "`python inference_auth_token.py authenticate --force`.")
+
+
+def token_user(uid: int, name_of: Callable[[int], str | None],
+               user_active: Callable[[str], bool]) -> str:
+    """The testbed account a proved uid is, or ApiError 403: tokens go to the testbed's
+    active accounts only (not root, not a service's uid, not an offboarded user)."""
+    name = name_of(uid)
+    if name is None:
+        raise ApiError(403, f"uid {uid} is not a testbed account: the ALCF inference service "
+                            "issues tokens to the testbed's users only.", "access_denied")
+    if not user_active(name):
+        raise ApiError(403, f"Permission denied: {name} may not use the ALCF inference service "
+                            "(no active account).", "access_denied")
+    return name
+
+
+def may_refresh(record: TokenRecord | None, user_active: Callable[[str], bool],
+                now: float) -> str:
+    """The user of a refresh token that still gives access tokens, or ApiError 401/403."""
+    if record is None or record.revoked:
+        raise ApiError(401, "The refresh token is not valid: run `python "
+                            "inference_auth_token.py authenticate --force`.", "invalid_grant")
+    ends = record.session_ends if record.session_ends is not None else record.expires_at
+    if now >= ends:
+        raise ApiError(401, REAUTHENTICATE, "invalid_grant")
+    if not user_active(record.user):
+        raise ApiError(403, f"Permission denied: {record.user} may not use the ALCF inference "
+                            "service (no active account).", "access_denied")
     return record.user
 
 

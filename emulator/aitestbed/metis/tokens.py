@@ -2,15 +2,22 @@
 
 The gateway asks a `TokenStore` two things: who a token belongs to (its user, expiry,
 whether it was revoked) and whether a user may use the service at all (an offboarded
-user's tokens stop working). The emulated Globus Auth (issue 45's token helper) will
-be another store; here a JSON file is enough, re-read when it changes, so a token can
-be aged or revoked by rewriting the file:
+user's tokens stop working). A JSON file is enough, re-read when it changes, so a token
+can be aged or revoked by rewriting the file:
 
     {"users": {"alice": {"active": true}},
      "tokens": [{"sha256": "<hex of the token>", "user": "alice",
-                 "expires_at": 1767225600.0, "revoked": false}]}
+                 "expires_at": 1767225600.0, "revoked": false,
+                 "kind": "access", "session_ends": 1767744000.0}]}
 
 Only tokens' SHA-256 digests are kept: the file does not hand out tokens.
+
+Sessions (the token helper's `authenticate`, aitestbed.metis.auth): one refresh token and
+one access token. The refresh token lives until the session ends, 7 days after the
+authentication (the docs: "re-authentication is required every 7 days"); each access
+token 48 hours, never past its session's end. A refresh token is never a bearer token.
+In the cluster, whether a user is active comes from the cluster's accounts
+(`user_active`: aitestbed.metis.identity), not from this file's "users".
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -27,6 +35,8 @@ from typing import Protocol
 from aitestbed.node.daemon import load_json, save_json
 
 ACCESS_TOKEN_SECONDS = 48 * 3600  # the docs: access tokens last 48 hours
+SESSION_SECONDS = 7 * 24 * 3600  # the docs: re-authentication every 7 days
+ACCESS, REFRESH = "access", "refresh"
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,8 @@ class TokenRecord:
     user: str
     expires_at: float
     revoked: bool = False
+    kind: str = ACCESS
+    session_ends: float | None = None  # when its session ends (re-authentication)
 
 
 class TokenStore(Protocol):
@@ -47,11 +59,14 @@ def digest(token: str) -> str:
 
 
 class JsonTokenStore:
-    """Tokens in a JSON file (above), read again whenever its modification time changes."""
+    """Tokens in a JSON file (above), read again whenever its modification time changes.
+    `user_active`: who may use the service (default: the file's "users")."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, user_active: Callable[[str], bool] | None = None):
         self.path = Path(path)
+        self._active = user_active
         self._lock = threading.Lock()
+        self._edit_lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._tokens: dict[str, TokenRecord] = {}
         self._users: dict[str, bool] = {}
@@ -67,26 +82,69 @@ class JsonTokenStore:
                 return
             data = (load_json(self.path) if stamp else None) or {}
             self._tokens = {
-                t["sha256"]: TokenRecord(str(t["user"]), float(t["expires_at"]),
-                                         bool(t.get("revoked", False)))
+                t["sha256"]: TokenRecord(
+                    str(t["user"]), float(t["expires_at"]), bool(t.get("revoked", False)),
+                    str(t.get("kind", ACCESS)),
+                    float(t["session_ends"]) if t.get("session_ends") is not None else None)
                 for t in data.get("tokens", [])}
             self._users = {name: bool(u.get("active", True))
                            for name, u in data.get("users", {}).items()}
             self._stamp = stamp
 
-    def lookup(self, token: str) -> TokenRecord | None:
+    def _record(self, token: str, kind: str) -> TokenRecord | None:
         self._refresh()
-        return self._tokens.get(digest(token))
+        record = self._tokens.get(digest(token))
+        return record if record is not None and record.kind == kind else None
+
+    def lookup(self, token: str) -> TokenRecord | None:
+        """An access token's record (a refresh token is no bearer token: None)."""
+        return self._record(token, ACCESS)
+
+    def lookup_refresh(self, token: str) -> TokenRecord | None:
+        return self._record(token, REFRESH)
 
     def user_active(self, user: str) -> bool:
+        if self._active is not None:
+            return self._active(user)
         self._refresh()
         return self._users.get(user, False)
 
     # --- what the token helper (and the tests) do to the file -------------------------------
     def _edit(self, change) -> None:
-        data = load_json(self.path) or {"users": {}, "tokens": []}
-        change(data)
-        save_json(self.path, data)
+        with self._edit_lock:
+            data = load_json(self.path) or {"users": {}, "tokens": []}
+            change(data)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            save_json(self.path, data)
+
+    def _add(self, user: str, kind: str, expires: float, session_ends: float | None,
+             now: float) -> str:
+        token = ("Agm" if kind == ACCESS else "Agr") + secrets.token_urlsafe(48)
+
+        def change(data: dict) -> None:
+            # what can no longer be used is forgotten (the file stays small)
+            data["tokens"] = [t for t in data.get("tokens", []) if t["expires_at"] > now]
+            data["tokens"].append({"sha256": digest(token), "user": user, "kind": kind,
+                                   "expires_at": expires, "revoked": False,
+                                   "session_ends": session_ends})
+        self._edit(change)
+        return token
+
+    def start_session(self, user: str, now: float | None = None) -> tuple[str, str, float, float]:
+        """(access token, refresh token, the access token's expiry, the session's end) of a
+        new session of `user`, who has just proved who they are."""
+        now = time.time() if now is None else now
+        ends = now + SESSION_SECONDS
+        expires = min(now + ACCESS_TOKEN_SECONDS, ends)
+        refresh = self._add(user, REFRESH, ends, ends, now)
+        return self._add(user, ACCESS, expires, ends, now), refresh, expires, ends
+
+    def refresh_access(self, record: TokenRecord, now: float | None = None) -> tuple[str, float]:
+        """A new access token of the refresh token's session (its checks: the caller's)."""
+        now = time.time() if now is None else now
+        ends = record.session_ends if record.session_ends is not None else record.expires_at
+        expires = min(now + ACCESS_TOKEN_SECONDS, ends)
+        return self._add(record.user, ACCESS, expires, ends, now), expires
 
     def add_user(self, user: str, active: bool = True) -> None:
         self._edit(lambda d: d.setdefault("users", {}).__setitem__(user, {"active": active}))
@@ -97,7 +155,8 @@ class JsonTokenStore:
         token = "Agm" + secrets.token_urlsafe(48)
         expires = (time.time() if now is None else now) + lifetime
         self._edit(lambda d: d.setdefault("tokens", []).append(
-            {"sha256": digest(token), "user": user, "expires_at": expires, "revoked": False}))
+            {"sha256": digest(token), "user": user, "expires_at": expires, "revoked": False,
+             "kind": ACCESS}))
         return token
 
     def revoke(self, token: str) -> None:
@@ -108,10 +167,13 @@ class JsonTokenStore:
         self._edit(change)
 
     def age(self, token: str, seconds: float) -> None:
-        """Move a token's expiry `seconds` earlier (to rehearse expiry)."""
+        """Move a token's expiry (and its session's end) `seconds` earlier (to rehearse
+        expiry)."""
         def change(data: dict) -> None:
             for t in data.get("tokens", []):
                 if t["sha256"] == digest(token):
                     t["expires_at"] -= seconds
+                    if t.get("session_ends") is not None:
+                        t["session_ends"] -= seconds
         self._edit(change)
 

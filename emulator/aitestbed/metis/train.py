@@ -1,6 +1,11 @@
 """Train the Metis room's language model on a text corpus, on the CPU.
 
     python -m aitestbed.metis.train --corpus docs/*.md --out DIR [--steps N] [--size small]
+        [--if-changed]
+
+A corpus directory stands for its *.md files (sorted by name). With --if-changed nothing
+is trained when DIR's model.json already has this corpus (its SHA-256), size and steps
+(the gateway's image build: roles/metis_gateway).
 
 The corpus is the project's own documentation (our text, so the weights' licence is
 ours). From it the trainer makes: the tokenizer (aitestbed.metis.bpe), plain text, and
@@ -138,30 +143,55 @@ def train(texts: list[str], out: Path, *, steps: int = 400, size: str = "small",
     model.eval()
     info = {"name": name, "size": size, "steps": steps, "final_loss": round(loss, 4),
             "training_tokens": len(data), "train_seconds": round(time.monotonic() - started, 1),
-            "corpus": corpus_names or [], "corpus_sha256": hashlib.sha256(
-                "\0".join(texts).encode()).hexdigest()}
+            "corpus": corpus_names or [], "corpus_sha256": corpus_digest(texts)}
     lm.save(Path(out), model, tokenizer, info)
     return json.loads((Path(out) / lm.MODEL_JSON).read_text())
+
+
+def corpus_files(paths: list[Path]) -> list[Path]:
+    """The files given, a directory standing for its *.md (sorted)."""
+    return [f for p in paths for f in (sorted(p.glob("*.md")) if p.is_dir() else [p])]
+
+
+def corpus_digest(texts: list[str]) -> str:
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()
+
+
+def up_to_date(out: Path, texts: list[str], size: str, steps: int) -> bool:
+    """Whether `out` holds weights trained on these texts with this size and steps."""
+    try:
+        info = json.loads((out / lm.MODEL_JSON).read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(info, dict) and info.get("corpus_sha256") == corpus_digest(texts)
+            and info.get("size") == size and info.get("steps") == steps
+            and (out / lm.WEIGHTS).is_file())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m aitestbed.metis.train",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", nargs="+", required=True, type=Path, metavar="FILE",
-                        help="text files to train on (e.g. docs/*.md)")
+                        help="text files to train on (e.g. docs/*.md; a directory: its *.md)")
     parser.add_argument("--out", required=True, type=Path, help="directory to write into")
     parser.add_argument("--steps", type=int, default=400, help="optimizer steps (400)")
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
+    parser.add_argument("--if-changed", action="store_true", help="train only if DIR's model "
+                        "was not trained on this corpus with this size and steps")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be at least 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        texts = [path.read_text(encoding="utf-8") for path in args.corpus]
+        files = corpus_files(args.corpus)
+        texts = [path.read_text(encoding="utf-8") for path in files]
+        if args.if_changed and up_to_date(args.out, texts, args.size, args.steps):
+            print(f"train: {args.out} is up to date (the same corpus, size and steps)")
+            return 0
         info = train(texts, args.out, steps=args.steps, size=args.size,
-                     corpus_names=[p.name for p in args.corpus])
+                     corpus_names=[p.name for p in files])
     except (OSError, UnicodeDecodeError) as err:
         print(f"train: cannot read the corpus: {err}", file=sys.stderr)
         return 2

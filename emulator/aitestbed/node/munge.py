@@ -8,7 +8,8 @@ uses it the same way, as snd uses SO_PEERCRED on its Unix socket:
   decode(credential)  `unmunge` on the receiving node: the uid munged vouches for
 
 munged refuses a credential it has already decoded (a replay) and one older than
-its time to live (300 s), so a credential is made for each request.
+its time to live (300 s), so a credential is made for each request. `socket` names
+another domain's munged (the Metis domain, aitestbed.metis.identity).
 """
 
 from __future__ import annotations
@@ -43,9 +44,14 @@ def _run(argv: list[str], stdin: str = "") -> str:
     return result.stdout
 
 
-def encode() -> str:
+def _socket(socket: str | None) -> list[str]:
+    """The munged to ask: the node's own (None), or another domain's (its socket)."""
+    return [f"--socket={socket}"] if socket else []
+
+
+def encode(socket: str | None = None) -> str:
     """A fresh credential of this process's uid, with no payload."""
-    return _run(["munge", "-n"]).strip()
+    return _run(["munge", "-n", *_socket(socket)]).strip()
 
 
 def is_credential(text: str) -> bool:
@@ -60,8 +66,8 @@ def uid_of(metadata: str) -> int:
     return int(match.group(1))
 
 
-def decode(credential: str) -> int:
+def decode(credential: str, socket: str | None = None) -> int:
     """The uid the credential was made by; MungeError if munged does not vouch for it."""
     if not is_credential(credential):
         raise MungeError("not a MUNGE credential")
-    return uid_of(_run(["unmunge", "--keys=UID"], credential + "\n"))
+    return uid_of(_run(["unmunge", "--keys=UID", *_socket(socket)], credential + "\n"))

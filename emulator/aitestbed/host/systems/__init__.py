@@ -8,7 +8,8 @@ here (host/systems/<name>.py) that declares:
                   several systems configure (login) is built with the plays of the
                   systems a topology has (Topology.class_systems)
   artifacts       what its roles copy that is built on the host (build/<name>/...)
-  scheduler       how its jobs are scheduled: slurm, wsjob (the appliance's API), pbs
+  scheduler       how its jobs are scheduled: slurm, wsjob (the appliance's API), pbs;
+                  service: none (an API users call, Metis)
   run_targets     `aitestbed run --system NAME`: which node submits or runs the scripts
   prepare         the typed records its nodes read from the state directory, written at
                   every `up` (the PBS complex, the Cerebras cluster and its credentials)
@@ -37,8 +38,8 @@ __all__ = ["Artifact", "BuildContext", "NodeLike", "RunTarget", "System", "artif
 
 
 def _entries() -> tuple[System, ...]:
-    from aitestbed.host.systems import cerebras, graphcore, groq, sambanova
-    return (cerebras.SYSTEM, graphcore.SYSTEM, sambanova.SYSTEM, groq.SYSTEM)
+    from aitestbed.host.systems import cerebras, graphcore, groq, metis, sambanova
+    return (cerebras.SYSTEM, graphcore.SYSTEM, sambanova.SYSTEM, groq.SYSTEM, metis.SYSTEM)
 
 
 _REGISTRY: dict[str, System] | None = None
