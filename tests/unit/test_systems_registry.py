@@ -19,7 +19,7 @@ from aitestbed.host.jobrun import plan, runner
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "emulator" / "aitestbed"
-NAMES = re.compile(r"(cerebras|graphcore|sambanova|groq|sn10|sn30)", re.I)
+NAMES = re.compile(r"(cerebras|graphcore|sambanova|groq|metis|sn10|sn30)", re.I)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -125,12 +125,13 @@ def test_node_classes_are_the_classes_its_playbook_configures():
 
 
 @pytest.mark.parametrize("profile, subset, wanted, unwanted", [
-    ("alcf", None, {"cerebras", "graphcore", "sambanova"}, {"groq"}),
-    ("mini", ["graphcore"], {"graphcore"}, {"cerebras", "sambanova", "groq"}),
-    ("mini", ["sambanova"], {"sambanova"}, {"cerebras", "graphcore", "groq"}),
-    ("alcf-2026-mini", ["groq"], {"groq"}, {"cerebras", "graphcore", "sambanova"}),
-    ("alcf-2026", ["cerebras"], {"cerebras"}, {"graphcore", "sambanova", "groq"}),
-    ("alcf-2026", None, {"cerebras", "graphcore", "groq"}, {"sambanova"}),
+    ("alcf", None, {"cerebras", "graphcore", "sambanova"}, {"groq", "metis"}),
+    ("mini", ["graphcore"], {"graphcore"}, {"cerebras", "sambanova", "groq", "metis"}),
+    ("mini", ["sambanova"], {"sambanova"}, {"cerebras", "graphcore", "groq", "metis"}),
+    ("alcf-2026-mini", ["groq"], {"groq"}, {"cerebras", "graphcore", "sambanova", "metis"}),
+    ("alcf-2026-mini", ["metis"], {"metis"}, {"cerebras", "graphcore", "sambanova", "groq"}),
+    ("alcf-2026", ["cerebras"], {"cerebras"}, {"graphcore", "sambanova", "groq", "metis"}),
+    ("alcf-2026", None, {"cerebras", "graphcore", "groq", "metis"}, {"sambanova"}),
 ])
 def test_a_profile_builds_the_artifacts_of_its_systems_only(profile, subset, wanted, unwanted):
     topology = load(profile, subset)
