@@ -1,5 +1,6 @@
 """The wheel carries the project's tree (inventory/, roles/, playbooks/, images/, scripts/,
-deploy/ and the emulator's source the images install) as aitestbed/_tree, so `pipx install
+deploy/, docs/ (the Metis model's training corpus) and the emulator's source the images
+install) as aitestbed/_tree, so `pipx install
 .` and a built wheel run `aitestbed` with no checkout (aitestbed.host.paths). Everything
 else is in pyproject.toml.
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-TREE = ("ansible.cfg", "deploy", "emulator", "images", "inventory", "playbooks", "roles",
+TREE = ("ansible.cfg", "deploy", "docs", "emulator", "images", "inventory", "playbooks", "roles",
         "scripts", "pyproject.toml", "requirements.txt", "setup.py", "MANIFEST.in")
 
 
