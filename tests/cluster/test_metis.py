@@ -1,0 +1,94 @@
+"""Metis as the current docs use it (using_an_inference_endpoint.md, inference-endpoints.md;
+alcf-testbed-2026.md §5), on an alcf-2026-mini cluster of Graphcore's POD and the gateway:
+a testbed user on gc-login-03 takes the token helper, authenticates, and makes the docs'
+`curl` calls over HTTPS with the cluster's CA; root is refused a token; a streamed answer
+ends with `[DONE]`. See docs/metis.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import pytest
+
+from .conftest import Cluster
+
+pytestmark = pytest.mark.presubmit
+
+PROFILE = "alcf-2026-mini"
+LOGIN = "gc-login-03"
+API = "https://inference-api.alcf.anl.gov/resource_server"
+HELPER = "python3 inference_auth_token.py"
+
+
+@pytest.fixture(scope="module")
+def testbed():
+    existing = os.environ.get("AITESTBED_TEST_CLUSTER_METIS")
+    name = existing or f"cimetis-{uuid.uuid4().hex[:6]}"
+    os.environ["AITESTBED_USER"] = "learner"
+    c = Cluster(name, "learner", logins=(LOGIN,))
+    if not existing:
+        c.cli("up", "--profile", PROFILE, "--systems", "graphcore,metis", timeout=1800)
+    try:
+        result = c.log_in(LOGIN)
+        assert result.returncode == 0, result.stderr
+        yield c
+    finally:
+        c.log_out(LOGIN)
+        if not existing:
+            c.cli("destroy", check=False)
+
+
+def run(c: Cluster, command: str, timeout: float = 120) -> str:
+    rc, out = c.run(LOGIN, command, timeout=timeout)
+    assert rc == 0, out
+    return out
+
+
+def test_the_docs_token_commands_then_their_curl_calls(testbed):
+    run(testbed, "cp /software/metis/inference_auth_token.py ~/ && cd ~ && "
+                 f"{HELPER} authenticate")
+    left = int(run(testbed, f"cd ~ && {HELPER} get_time_until_token_expiration --units seconds")
+               .strip().splitlines()[-1].split(".")[0])
+    assert 172000 <= left <= 172800  # 48 h
+    answer = json.loads(run(testbed, (
+        f"cd ~ && access_token=$({HELPER} get_access_token) && "
+        f"curl -sS -X POST '{API}/metis/api/v1/chat/completions' "
+        '-H "Authorization: Bearer ${access_token}" -H "Content-Type: application/json" '
+        """-d '{"model": "gpt-oss-120b", "messages":[{"role": "user", "content": """
+        """"Explain quantum computing in simple terms."}]}'""")))
+    assert answer["object"] == "chat.completion" and answer["model"] == "gpt-oss-120b"
+    assert answer["choices"][0]["message"]["role"] == "assistant"
+    assert answer["usage"]["completion_tokens"] > 0
+    metis = json.loads(run(testbed, (
+        f"cd ~ && access_token=$({HELPER} get_access_token) && "
+        f"curl -sS -X GET '{API}/list-endpoints' -H \"Authorization: Bearer ${{access_token}}\""
+        " | jq -C '.clusters.metis' | sed 's/\\x1b\\[[0-9;]*m//g'")))
+    models = json.dumps(metis)
+    for name in ("gpt-oss-120b", "Mistral-Large-3-675B-Instruct-2512", "gemma-4-31B-it"):
+        assert name in models
+
+
+def test_a_streamed_answer_ends_with_done(testbed):
+    out = run(testbed, (
+        f"cd ~ && access_token=$({HELPER} get_access_token) && "
+        f"curl -sS -N -X POST '{API}/metis/api/v1/chat/completions' "
+        '-H "Authorization: Bearer ${access_token}" -H "Content-Type: application/json" '
+        """-d '{"model": "gemma-4-31B-it", "stream": true, "max_tokens": 8, """
+        """"messages":[{"role": "user", "content": "hello"}]}'"""))
+    events = [ln for ln in out.splitlines() if ln.startswith("data:")]
+    assert events[-1] == "data: [DONE]"
+    assert json.loads(events[0][5:])["object"] == "chat.completion.chunk"
+
+
+def test_no_token_is_a_401_and_root_gets_none(testbed):
+    out = run(testbed, f"curl -sS -o /dev/null -w '%{{http_code}}' '{API}/metis/api/v1/models'")
+    assert out.strip() == "401"
+    refused = testbed.host(LOGIN).run(
+        "cd /tmp && cp /software/metis/inference_auth_token.py /tmp/helper.py && "
+        "python3 /tmp/helper.py authenticate")
+    assert refused.rc != 0
+    assert "403" in refused.stderr + refused.stdout or "not a testbed account" in \
+        refused.stderr + refused.stdout
