@@ -189,7 +189,9 @@ def covering(client: docker.DockerClient, node_class: str, inputs: str,
     for image in client.images.list(name=f"{prefix()}/{node_class}",
                                     filters={"label": f"{LABEL_INPUTS}={inputs}"}):
         carried = set(filter(None, (image.labels or {}).get(LABEL_SYSTEMS, "").split(",")))
-        tags = sorted(t for t in image.tags if t.startswith(f"{prefix()}/{node_class}:"))
+        # Podman names a loaded or built image localhost/<name>
+        tags = sorted(t.removeprefix("localhost/") for t in image.tags
+                      if t.removeprefix("localhost/").startswith(f"{prefix()}/{node_class}:"))
         if tags and set(system_names) <= carried:
             found.append((len(carried), tags[0]))
     return min(found)[1] if found else None
@@ -256,7 +258,9 @@ def ensure_class_images(client: docker.DockerClient,
         _apply_image_playbook(containers, {c: classes[c] for c in missing}, run_id)
         for node_class, container in containers.items():
             repository, tag = tags[node_class].rsplit(":", 1)
-            container.commit(repository=repository, tag=tag, conf={
+            # pause=False: the container only sleeps once the playbook is done, and rootless
+            # Podman on cgroup v1 cannot pause one ("this container does not have a cgroup")
+            container.commit(repository=repository, tag=tag, pause=False, conf={
                 "Entrypoint": ENTRYPOINT, "Cmd": CMD,
                 "Labels": {LABEL_CLASS: node_class, LABEL_INPUTS: inputs,
                            LABEL_SYSTEMS: ",".join(classes[node_class])},
