@@ -142,6 +142,7 @@ bench: dev engine
 	$(BIN)/python tests/bench/bench_ci.py
 	$(BIN)/python tests/bench/bench_images.py
 	$(BIN)/python tests/bench/bench_first_contact.py
+	$(BIN)/python tests/bench/bench_metis.py
 	$(BIN)/python tests/bench/bench_classroom_page.py
 	$(BIN)/python tests/bench/bench_classroom.py
 	$(BIN)/python tests/bench/bench_kubernetes.py
