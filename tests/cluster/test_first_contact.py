@@ -119,8 +119,8 @@ def test_a_docker_group_member_makes_the_base_image_with_no_registry_and_no_root
 @pytest.mark.slow("installs the CLI's wheel and its dependencies into a new venv, then a cluster")
 def test_a_docker_group_member_installs_the_wheel_and_brings_up_from_anywhere(docker_user):
     """`pip install .` (what `pipx install .` runs), not editable: the installed CLI runs from
-    the user's home with no checkout in sight, finds the images the checkout's tags name (so
-    it builds nothing) and builds into ~/.cache/aitestbed/build."""
+    the user's home with no checkout in sight and finds the images the checkout's tags name
+    (so it builds nothing, and writes nothing into its install)."""
     name = "first-contact-wheel"
     try:
         install = as_user(docker_user, "python3 -m venv ~/cli && ~/cli/bin/pip install -q "
@@ -137,7 +137,9 @@ def test_a_docker_group_member_installs_the_wheel_and_brings_up_from_anywhere(do
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         assert f"cluster '{name}' ready" in up.stdout + up.stderr
         assert "building" not in up.stderr
-        assert Path(f"~{docker_user}/.cache/aitestbed/build/wheelhouse").expanduser().is_dir()
+        # nothing was written into the install (what it builds goes to ~/.cache/aitestbed)
+        assert not list(Path(f"~{docker_user}/cli").expanduser().glob(
+            "lib/python3*/site-packages/aitestbed/_tree/build"))
     finally:
         subprocess.run(["runuser", "-l", docker_user, "-c",
                         f"~/cli/bin/aitestbed --name {name} destroy"],
