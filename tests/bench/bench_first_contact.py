@@ -80,7 +80,12 @@ def main() -> None:
                 print(out[-3000:])
             as_user(user, ".venv/bin/aitestbed --name fresh-alcf destroy", env)
     finally:
+        uid = subprocess.run(["id", "-u", user], capture_output=True, text=True,
+                             check=False).stdout.strip()
         subprocess.run(["pkill", "-KILL", "-u", user], check=False)
+        if uid:  # the Go builder's cache (scripts/build-kube-binaries.sh), per uid
+            subprocess.run(["docker", "volume", "rm", "-f", f"aitestbed-go-cache-{uid}"],
+                           capture_output=True, check=False)
         images = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"],
                                 capture_output=True, text=True, check=False).stdout.split()
         mine = [i for i in images if i.startswith(f"{prefix}/")]
