@@ -17,11 +17,11 @@ give it another.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from aitestbed.metis.tokens import file_stamp
 from aitestbed.node import munge
 
 # The Metis MUNGE domain's munged (roles/metis_gateway: the metis-munge service).
@@ -46,11 +46,7 @@ class AccountsFile:
         self._active: dict[str, bool] = {}
 
     def _refresh(self) -> None:
-        try:
-            st = os.stat(self.path)
-            stamp = (st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            stamp = None
+        stamp = file_stamp(self.path)
         with self._lock:
             if stamp == self._stamp:
                 return

@@ -39,6 +39,15 @@ SESSION_SECONDS = 7 * 24 * 3600  # the docs: re-authentication every 7 days
 ACCESS, REFRESH = "access", "refresh"
 
 
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """(mtime in ns, size) of a file a service reads again when it changes; None if absent."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 @dataclass(frozen=True)
 class TokenRecord:
     user: str
@@ -72,11 +81,7 @@ class JsonTokenStore:
         self._users: dict[str, bool] = {}
 
     def _refresh(self) -> None:
-        try:
-            st = os.stat(self.path)
-            stamp = (st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            stamp = None
+        stamp = file_stamp(self.path)
         with self._lock:
             if stamp == self._stamp and (stamp is not None or not self._tokens):
                 return
