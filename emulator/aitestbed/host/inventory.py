@@ -36,6 +36,9 @@ class Node:
     ssh_publish: bool = False
     ssh_mfa: bool = False  # logins take a one-time passcode (login nodes, as at ALCF)
     ssh_port: int | None = None
+    # ports of this node's services published for the host on 127.0.0.1 through the
+    # cluster's gate (the Metis gateway's HTTPS); ssh is ssh_publish's
+    publish_ports: tuple[int, ...] = ()
     mounts: tuple[str, ...] = ()  # cluster-wide volumes: shared trees, the passcode store
     volumes: tuple[str, ...] = ()  # node-local directories kept on a volume of their own
     services: tuple[str, ...] = ()  # runit services enabled besides sshd
@@ -230,6 +233,7 @@ def _node(name: str, hv: dict) -> Node:
         ssh_publish=bool(hv.get("ssh_publish")),
         ssh_mfa=bool(hv.get("sshd_mfa")),
         ssh_port=int(port) if port else None,
+        publish_ports=tuple(int(p) for p in hv.get("publish_ports") or ()),
         mounts=tuple(hv.get("shared_storage_mounts") or ())
         + ((hv["sshd_oath_dir"],) if hv.get("sshd_mfa") else ()),  # one passcode store
         volumes=tuple(hv.get("node_volumes") or ()),

@@ -73,6 +73,9 @@ class ClusterRecord:
     systems: list[str] | None
     user: str
     ports: dict[str, int] = field(default_factory=dict)
+    # Other services published for the host, always on 127.0.0.1 (the Metis gateway's
+    # HTTPS): {"<node>:<its port>": port on this host}.
+    services: dict[str, int] = field(default_factory=dict)
     # Where /home and /projects live (aitestbed.host.storage): "image", the cluster's
     # own file systems with quotas enforced; "volume", Docker volumes (quotas reported
     # only), with the reason in storage_note. A record from before this field is
@@ -327,7 +330,9 @@ def recorded_ports() -> set[int]:
     ports: set[int] = set()
     for record in state_home().glob("*/cluster.json"):
         try:
-            ports.update(json.loads(record.read_text()).get("ports", {}).values())
+            data = json.loads(record.read_text())
+            ports.update(data.get("ports", {}).values())
+            ports.update(data.get("services", {}).values())
         except (OSError, ValueError):
             continue
     return ports
@@ -339,7 +344,7 @@ def free_port(taken: set[int]) -> int:
         if port not in taken and not port_in_use(port):
             return port
     raise AitestbedError(
-        f"no free port left in 127.0.0.1:{PORT_RANGE.start}-{PORT_RANGE.stop - 1} for ssh: "
+        f"no free port left in 127.0.0.1:{PORT_RANGE.start}-{PORT_RANGE.stop - 1} to publish: "
         "destroy clusters you no longer need"
     )
 

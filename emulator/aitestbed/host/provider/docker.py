@@ -67,6 +67,8 @@ DNS_OPTIONS = ["timeout:1", "attempts:1"]
 # says which login node each of its ports reaches ({"gc-login-01": 2201, ...}).
 GATE_PYTHON = "/opt/aitestbed/venv/bin/python"
 LABEL_GATE = "aitestbed.gate"
+LABEL_GATE_SERVICES = "aitestbed.gate.services"  # {"<node>:<port>": port on 127.0.0.1}
+SERVICES_ADDRESS = "127.0.0.1"
 NOBODY = "65534:65534"
 GATE_READY_S = 30.0
 
@@ -88,6 +90,15 @@ def gate_targets(container) -> dict[str, int]:
     try:
         return {str(k): int(v) for k, v in json.loads(container.labels.get(LABEL_GATE) or
                                                       "{}").items()}
+    except (ValueError, AttributeError):
+        return {}
+
+
+def gate_services(container) -> dict[str, int]:
+    """The gate's {"<node>:<port>": published port} of the services it forwards."""
+    try:
+        return {str(k): int(v) for k, v in json.loads(
+            container.labels.get(LABEL_GATE_SERVICES) or "{}").items()}
     except (ValueError, AttributeError):
         return {}
 
@@ -141,6 +152,8 @@ class DockerProvider(Provider):
         gate_ = self._gate_container(cluster.name)
         held = ({p for p in gate_targets(gate_).values()
                  if published_on(gate_, p) == cluster.record.listen}
+                | {p for p in gate_services(gate_).values()
+                   if published_on(gate_, p) == SERVICES_ADDRESS}
                 if gate_ and gate_.status == "running" else set())
         docker_host.check_ports(cluster.topology, cluster.record, held)
         return warnings
@@ -173,7 +186,7 @@ class DockerProvider(Provider):
         warnings = engine.describe(self.client)  # what a rootless or Podman engine lacks
         if note := self._ensure_internal(cluster, topology):
             warnings.append(note)
-        if any(node.ssh_publish for node in topology.nodes):
+        if any(node.ssh_publish or node.publish_ports for node in topology.nodes):
             self._front(cluster)
         egress.remove(cluster)  # the firewall rule of clusters made before the gate
         return warnings
@@ -259,60 +272,74 @@ class DockerProvider(Provider):
             return None
 
     def _ensure_gate(self, cluster: Cluster) -> None:
-        """The gate publishing each login node's ssh port on the record's address, made
-        again when its ports, address or image changed; started, and listening when this
-        returns. No login node, no gate."""
+        """The gate publishing each login node's ssh port on the record's address and each
+        published service's port on 127.0.0.1, made again when its ports, address or image
+        changed; started, and listening when this returns. Nothing published, no gate."""
         name, record = cluster.name, cluster.record
         targets = {n.name: record.ports[n.name] for n in cluster.topology.nodes
                    if n.ssh_publish and n.name in record.ports}
+        services = {key: port for key, port in record.services.items()
+                    if key.rpartition(":")[0] in {n.name for n in cluster.topology.nodes}}
         current = self._gate_container(name)
-        if not targets:
+        if not targets and not services:
             if current:
                 current.remove(force=True)
             return
         containers = self._containers(name)
-        image = next(containers[n].attrs["Config"]["Image"] for n in sorted(targets)
+        image = next(containers[n].attrs["Config"]["Image"]
+                     for n in [*sorted(targets), *sorted(k.rpartition(":")[0] for k in services)]
                      if n in containers)
         if current and (gate_targets(current) != targets
+                        or gate_services(current) != services
                         or current.attrs["Config"]["Image"] != image
                         or any(published_on(current, p) != record.listen
-                               for p in targets.values())):
+                               for p in targets.values())
+                        or any(published_on(current, p) != SERVICES_ADDRESS
+                               for p in services.values())):
             current.remove(force=True)
             current = None
         if current is None:
-            current = self._create_gate(cluster, targets, image)
+            current = self._create_gate(cluster, targets, services, image)
         if current.status != "running":
             try:
                 current.start()
             except APIError as err:
                 text = str(err.explanation or err)
                 if "port is already allocated" in text or "address already in use" in text:
+                    taken = [f"{record.listen}:{p}" for p in targets.values()]
+                    taken += [f"{SERVICES_ADDRESS}:{p}" for p in services.values()]
                     raise AitestbedError(
-                        f"a port of {', '.join(f'{record.listen}:{p}' for p in targets.values())}"
-                        " (the login nodes' ssh) is already in use: stop what holds it, or set "
-                        "ssh_port for that host in the inventory") from None
+                        f"a port of {', '.join(taken)} (the login nodes' ssh and the cluster's "
+                        "services) is already in use: stop what holds it, or set ssh_port for "
+                        "that host in the inventory") from None
                 raise AitestbedError(f"cannot start the cluster's gate: {text}") from None
         self._wait_listening(current)
 
-    def _create_gate(self, cluster: Cluster, targets: dict[str, int], image: str):
+    def _create_gate(self, cluster: Cluster, targets: dict[str, int],
+                     services: dict[str, int], image: str):
         name, record = cluster.name, cluster.record
         api = self.client.api
-        ports = sorted(targets.values())
+        ports = sorted([*targets.values(), *services.values()])
+        bindings = {p: (record.listen, p) for p in targets.values()}
+        bindings.update({p: (SERVICES_ADDRESS, p) for p in services.values()})
         host_config = api.create_host_config(
-            port_bindings={p: (record.listen, p) for p in ports},
+            port_bindings=bindings,
             restart_policy={"Name": "unless-stopped"},
             cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
             mem_limit="128m", pids_limit=64)
         networking = api.create_networking_config(
             {front_network_name(name): api.create_endpoint_config()})
+        forwards = [f"{targets[n]}={n}:22" for n in sorted(targets)]
+        forwards += [f"{port}={key}" for key, port in sorted(services.items())]
         made = api.create_container(
             image, name=gate_name(name), hostname="gate", user=NOBODY,
             entrypoint=[GATE_PYTHON, "-m", "aitestbed.node.gate"],
-            command=[f"{targets[n]}={n}:22" for n in sorted(targets)],
-            labels={**self._labels(name), LABEL_GATE: json.dumps(targets, sort_keys=True)},
+            command=forwards,
+            labels={**self._labels(name), LABEL_GATE: json.dumps(targets, sort_keys=True),
+                    LABEL_GATE_SERVICES: json.dumps(services, sort_keys=True)},
             ports=ports, host_config=host_config, networking_config=networking,
             stop_timeout=5, detach=True)
-        # the login nodes' network second: Docker creates a container on one network
+        # the nodes' network second: Docker creates a container on one network
         self.client.networks.get(network_name(name)).connect(made["Id"])
         return self.client.containers.get(made["Id"])
 
