@@ -92,3 +92,43 @@ def test_no_token_is_a_401_and_root_gets_none(testbed):
     assert refused.rc != 0
     assert "403" in refused.stderr + refused.stdout or "not a testbed account" in \
         refused.stderr + refused.stdout
+
+
+def test_from_the_host_the_docs_python_example_with_the_real_openai_package(testbed):
+    """The gateway on 127.0.0.1 (the gate's forward): `aitestbed metis env` points the
+    `openai` package (httpx) at it and at the cluster's CA; the token is the one the
+    docs' helper printed on the login node. Plain TLS without the CA is refused."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    for line in testbed.cli("metis", "env").stdout.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value.strip("'")
+    assert env["OPENAI_BASE_URL"].startswith("https://127.0.0.1:")
+    token = run(testbed, f"cd ~ && cp /software/metis/inference_auth_token.py ~/ && "
+                         f"{HELPER} get_access_token").strip().splitlines()[-1]
+    script = (
+        "import os\n"
+        "from openai import OpenAI\n"
+        "client = OpenAI(api_key=os.environ['TOKEN'], base_url=os.environ['OPENAI_BASE_URL'])\n"
+        "answer = client.chat.completions.create(model='gpt-oss-120b', max_tokens=12,\n"
+        "    messages=[{'role': 'user',\n"
+        "               'content': 'Explain quantum computing in simple terms.'}])\n"
+        "print(answer.model, answer.usage.completion_tokens)\n"
+        "print(sorted(m.id for m in client.models.list()))\n")
+    result = subprocess.run([sys.executable, "-c", script], env={**env, "TOKEN": token},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    first, models = result.stdout.splitlines()[:2]
+    assert first.split()[0] == "gpt-oss-120b" and int(first.split()[1]) > 0
+    assert "gemma-4-31B-it" in models
+    untrusted = subprocess.run(
+        ["curl", "-sS", "-o", "/dev/null", env["OPENAI_BASE_URL"] + "/models"],
+        capture_output=True, text=True, timeout=30, env={"PATH": os.environ["PATH"]})
+    assert untrusted.returncode == 60, untrusted  # curl: the peer's certificate unverified
+    trusted = subprocess.run(
+        ["curl", "-sS", "--cacert", env["SSL_CERT_FILE"], "-o", "/dev/null", "-w",
+         "%{http_code}", env["OPENAI_BASE_URL"] + "/models"],
+        capture_output=True, text=True, timeout=30)
+    assert trusted.stdout == "401", trusted
