@@ -133,7 +133,7 @@ class Handler(BaseHTTPRequestHandler):
     def _error(self, err: ApiError) -> None:
         headers = {"Retry-After": str(err.retry_after)} if err.retry_after else {}
         if err.status == 405:
-            headers["Allow"] = "POST"
+            headers["Allow"] = err.allow or "POST"
         self._json(err.status, err.body(), headers)
 
     # --- dispatch ---------------------------------------------------------------------------
@@ -201,7 +201,8 @@ class Handler(BaseHTTPRequestHandler):
                   f"{ROOT}/metis/jobs": gateway.jobs, f"{API}/models": gateway.models_list}
         if path in routes:
             if method != "GET":
-                raise ApiError(405, f"{method} is not allowed on {path}", "method_not_allowed")
+                raise ApiError(405, f"{method} is not allowed on {path}", "method_not_allowed",
+                               allow="GET")
             return self._json(200, routes[path]())
         if path == f"{API}/chat/completions":
             if method != "POST":

@@ -33,13 +33,15 @@ _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permi
 
 
 class ApiError(Exception):
-    """A request the gateway refuses: status, one-line message, OpenAI `code`/`param`."""
+    """A request the gateway refuses: status, one-line message, OpenAI `code`/`param`
+    (`allow`: a 405's allowed methods)."""
 
     def __init__(self, status: int, message: str, code: str | None = None,
-                 param: str | None = None, retry_after: int | None = None):
+                 param: str | None = None, retry_after: int | None = None,
+                 allow: str | None = None):
         super().__init__(message)
         self.status, self.message, self.code, self.param = status, message, code, param
-        self.retry_after = retry_after
+        self.retry_after, self.allow = retry_after, allow
 
     def body(self) -> dict:
         return {"error": {"message": self.message,
