@@ -14,5 +14,6 @@ the docs' model names, paced like SN40L (standard library, torch and PyYAML only
   engine   the backends: the local model, or a forwarded OpenAI-compatible server
   gateway  the service's state (models, users, the docs' views)
   server   `python -m aitestbed.metis.server`: the HTTP wire (ThreadingHTTPServer, SSE)
+  webui    the web UI's pages (the models' states, a chat per model), served by server
   client   a small client of the gateway
 """

@@ -9,6 +9,7 @@
   GET  /resource_server/list-endpoints                  {"clusters": {"metis": ...}}
   GET  /resource_server/metis/jobs                      each model Live/Starting/Queued/Offline
   GET  /status                                          the status page (JSON if asked)
+  GET  /, /chat/<model>                                 the web UI (aitestbed.metis.webui)
 Every /resource_server route needs `Authorization: Bearer <access token>`. What Metis
 does not offer (batches, other OpenAI routes, tool calling) is a 400 JSON error, as
 the ALCF gateway answers it; every refusal is JSON with its status, never a traceback.
@@ -42,10 +43,11 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 from aitestbed.devices.clock import TimeScaleError
 from aitestbed.metis import config as config_module
-from aitestbed.metis import identity, lm, schema
+from aitestbed.metis import identity, lm, schema, webui
 from aitestbed.metis.engine import Finished, LocalBackend, Piece
 from aitestbed.metis.gateway import Gateway
 from aitestbed.metis.state import ApiError
@@ -190,6 +192,12 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(405, f"{method} is not allowed on {path}: use POST",
                                "method_not_allowed")
             return self._token()
+        if webui.is_page(path):  # the pages need no token (the API they call does)
+            if method != "GET":
+                raise ApiError(405, f"{method} is not allowed on {path}: use GET",
+                               "method_not_allowed", allow="GET")
+            status, page = webui.render(path, urlsplit(self.path).query, gateway.jobs())
+            return self._send(status, page.encode(), "text/html; charset=utf-8", webui.HEADERS)
         if path == "/status" and method == "GET":
             if "json" in self.headers.get("Accept", ""):
                 return self._json(200, gateway.status())
