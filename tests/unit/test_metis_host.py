@@ -82,8 +82,24 @@ def test_the_certificate_names_the_address_the_host_uses(isolated_state):
     cert = x509.load_pem_x509_certificate(
         (cluster.node_dir("metis-gw-01") / "metis" / "gateway.crt").read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert "localhost" in names.get_values_for_type(x509.DNSName)
+    assert {"localhost", "inference-api.alcf.anl.gov", "inference.alcf.anl.gov"} <= set(
+        names.get_values_for_type(x509.DNSName))
     assert "127.0.0.1" in {str(a) for a in names.get_values_for_type(x509.IPAddress)}
+
+
+def test_a_certificate_is_issued_again_when_its_names_change(tmp_path):
+    from aitestbed.host.systems.cerebras_pki import ClusterCA
+    from cryptography import x509
+
+    ca = ClusterCA(tmp_path / "keys", tmp_path / "public", "test-ca")
+    ca.server(tmp_path / "srv", ["a.example"], stem="gw")
+    first = (tmp_path / "srv" / "gw.crt").read_bytes()
+    ca.server(tmp_path / "srv", ["a.example"], stem="gw")
+    assert (tmp_path / "srv" / "gw.crt").read_bytes() == first  # kept
+    ca.server(tmp_path / "srv", ["a.example", "b.example"], stem="gw")
+    again = x509.load_pem_x509_certificate((tmp_path / "srv" / "gw.crt").read_bytes())
+    names = again.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "b.example" in names.get_values_for_type(x509.DNSName)
 
 
 def test_a_service_port_another_program_holds_is_named(isolated_state):

@@ -112,8 +112,9 @@ class ClusterCA:
     def _issue(self, directory: Path, stem: str, subject: x509.Name,
                usage: x509.ObjectIdentifier, sans: list[x509.GeneralName] | None = None) -> None:
         cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
-        if cert_path.is_file() and key_path.is_file() and self._signed_by_me(cert_path):
-            return
+        if (cert_path.is_file() and key_path.is_file() and self._signed_by_me(cert_path)
+                and _names_of(cert_path) == set(sans or ())):
+            return  # names changed (a new alias): issued again
         key = _new_key(key_path)
         cert = self._sign(subject, key.public_key(), usage, sans)
         _write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
@@ -197,3 +198,12 @@ def service_account_keys(directory: Path) -> None:
     key = _new_key(key_path)
     _write_private(pub_path, key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def _names_of(cert_path: Path) -> set[x509.GeneralName]:
+    """A certificate's subject alternative names (none: the empty set)."""
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    try:
+        return set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+    except x509.ExtensionNotFound:
+        return set()

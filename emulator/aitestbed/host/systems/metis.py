@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 GATEWAY_CLASS = "metis_gateway"
 CA_NAME = "aitestbed-metis-ca"
 # The docs' names come first: the certificate's subject is the first.
-SERVICE_NAMES = ("inference-api.alcf.anl.gov", "metis.alcf.anl.gov")
+SERVICE_NAMES = ("inference-api.alcf.anl.gov", "metis.alcf.anl.gov", "inference.alcf.anl.gov")
 MUNGE_KEY_BYTES = 1024
 
 
