@@ -1,0 +1,104 @@
+"""`up` from a registry on a fresh engine (printed, gating nothing):
+`python tests/bench/bench_registry_up.py` (root: it runs a dockerd of its own).
+
+The first-contact issue's targets: with a registry holding the images, `up` of the full
+default profile on a fresh engine <= 3 min; a mini one-system cluster <= 90 s.
+
+  1. Debian's docker-registry on 127.0.0.1 (its storage in a temporary directory);
+     `aitestbed images push` of every image the scenarios need (built first if missing);
+  2. for each scenario, a cold engine (bench_images.ColdEngine: its own dockerd, data
+     root and socket, no image, no layer), then the README's `up` against it with
+     AITESTBED_REGISTRY set, as a fresh machine with a registry would run it: the time
+     to a ready cluster, pulls included; then `destroy`, and the engine goes.
+
+The machine's own engine only pushes (it already has the images).
+BENCH_SCENARIOS="mini:graphcore alcf:" picks scenarios (PROFILE:SYSTEMS, empty: all).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_images import REGISTRY, ColdEngine, free_port  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
+SCENARIOS = os.environ.get("BENCH_SCENARIOS", "mini:graphcore alcf:").split()
+
+
+def aitestbed(*args: str, env: dict | None = None, timeout: float = 3600
+              ) -> subprocess.CompletedProcess:
+    return subprocess.run([*AITESTBED, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def scenario_args(scenario: str) -> list[str]:
+    profile, _, systems = scenario.partition(":")
+    return ["--profile", profile, *(["--systems", systems] if systems else [])]
+
+
+def main() -> None:
+    if os.geteuid() != 0:
+        sys.exit("bench: run as root (it starts a dockerd of its own)")
+    if not Path(REGISTRY).exists():
+        sys.exit("bench: Debian's docker-registry is not installed (apt-get install "
+                 "docker-registry)")
+    work = Path(tempfile.mkdtemp(prefix="bench-regup-", dir=os.environ.get("BENCH_DIR")))
+    figures: dict[str, str] = {}
+    port = free_port()
+    config = work / "registry.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+                      f"    rootdirectory: {work / 'registry'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    registry = subprocess.Popen([REGISTRY, "serve", str(config)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    where = f"127.0.0.1:{port}/bench"
+    try:
+        time.sleep(1)
+        for scenario in SCENARIOS:
+            started = time.monotonic()
+            pushed = aitestbed("images", "push", "--registry", where, *scenario_args(scenario))
+            if pushed.returncode:
+                sys.exit(f"bench: push failed:\n{pushed.stderr[-2000:]}")
+            figures[f"push {scenario} (s)"] = f"{time.monotonic() - started:.0f}"
+        for scenario in SCENARIOS:
+            name = f"benchreg-{uuid.uuid4().hex[:6]}"
+            engine = ColdEngine(work / f"cold-{name}")
+            with engine:
+                env = {**os.environ, "DOCKER_HOST": engine.socket, "AITESTBED_REGISTRY": where,
+                       "AITESTBED_USER": "learner", "XDG_STATE_HOME": str(work / "state")}
+                started = time.monotonic()
+                up = aitestbed("--name", name, "up", *scenario_args(scenario), env=env)
+                took = time.monotonic() - started
+                target = 90 if scenario.partition(":")[2] else 180
+                if up.returncode:
+                    figures[f"up {scenario} from the registry"] = (
+                        f"FAILED after {took:.0f} s: {up.stderr.strip().splitlines()[-1:]}")
+                else:
+                    figures[f"up {scenario} from the registry, fresh engine (s)"] = (
+                        f"{took:.0f}   (target <= {target})")
+                    built = [ln for ln in up.stderr.splitlines() if "building" in ln]
+                    figures[f"  built instead of pulled ({scenario})"] = (
+                        "; ".join(built) or "nothing")
+                aitestbed("--name", name, "destroy", env=env)
+                print(*(f"  {k}: {v}" for k, v in figures.items()), sep="\n", flush=True)
+    finally:
+        registry.terminate()
+        registry.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\naitestbed: up from a registry on a fresh engine ({os.cpu_count()} cores)")
+    for label, value in figures.items():
+        print(f"  {label:<56} {value}")
+
+
+if __name__ == "__main__":
+    main()
