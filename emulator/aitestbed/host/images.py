@@ -15,9 +15,11 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import docker
@@ -122,14 +124,25 @@ def ensure_base(client: docker.DockerClient) -> str:
     return tag
 
 
+def present_node_os(client: docker.DockerClient) -> str | None:
+    """The OS layer's tag if the engine has it or pulled it from AITESTBED_REGISTRY now
+    (the base image made first); None if it is to be built."""
+    tag = node_os_tag(client, ensure_base(client))
+    return tag if _exists(client, tag) or _from_registry(client, tag) else None
+
+
 def ensure_node_os(client: docker.DockerClient, nocache: bool = False) -> str:
     """The OS layer; AITESTBED_NO_CACHE=1 builds it without Docker's layer cache."""
     nocache = nocache or os.environ.get("AITESTBED_NO_CACHE") == "1"
+    if not nocache and (tag := present_node_os(client)):
+        return tag
+    return _build_node_os(client, nocache)
+
+
+def _build_node_os(client: docker.DockerClient, nocache: bool = False) -> str:
     base = ensure_base(client)
     tag = node_os_tag(client, base)
     context = project_root() / "images" / "node-os"
-    if not nocache and (_exists(client, tag) or _from_registry(client, tag)):
-        return tag
     say(f"building the OS layer {tag} (all Debian packages of the cluster; a few minutes once)")
     started = time.monotonic()
     try:
@@ -197,18 +210,19 @@ def covering(client: docker.DockerClient, node_class: str, inputs: str,
     return min(found)[1] if found else None
 
 
-def build_host_artifacts(system_names: Iterable[str], node_os: str | None = None) -> None:
+def build_host_artifacts(system_names: Iterable[str], node_os: str | None = None,
+                         node_os_later: Callable[[], str] | None = None) -> None:
     """What the roles of these systems' images copy from the host: the common artifacts
     (the wheelhouse, TensorBoard's wheels) and each system's own (host/systems), nothing
     of a system not asked for. Reproducible, so a rebuild equals the images' copies and
     site.yml changes nothing. The OS layer (`node_os`) is made only if an artifact needs
-    it (OpenPBS is compiled against it)."""
+    it (OpenPBS is compiled against it); `node_os_later` waits for one being built."""
     root = project_root()
     made: list[str] = [node_os] if node_os else []
 
     def the_node_os() -> str:
         if not made:
-            made.append(ensure_node_os(connect()))
+            made.append(node_os_later() if node_os_later else ensure_node_os(connect()))
         return made[0]
 
     context = systems.BuildContext(root, the_node_os)
@@ -217,13 +231,53 @@ def build_host_artifacts(system_names: Iterable[str], node_os: str | None = None
         artifact.build(context)
 
 
+class _Meanwhile:
+    """The host artifacts of every asked system, made in a thread while the OS layer
+    builds: when the OS layer is to be built, no class image of it exists, so each
+    class will be built and needs them. The Go build of kube-apiserver (minutes of CPU)
+    then overlaps the OS layer's (mostly downloads and unpacking)."""
+
+    def __init__(self, system_names: Sequence[str]):
+        self.systems = set(system_names)
+        self.node_os: Future[str] = Future()
+        self.done: Future[None] = Future()
+        say("meanwhile, what the class images' roles copy from this host:")
+        threading.Thread(target=self._run, args=(sorted(self.systems),), daemon=True,
+                         name="aitestbed-artifacts").start()
+
+    def _run(self, system_names: list[str]) -> None:
+        try:
+            build_host_artifacts(system_names, node_os_later=self.node_os.result)
+        except BaseException as err:  # noqa: BLE001 - given to the caller by wait()
+            self.done.set_exception(err)
+        else:
+            self.done.set_result(None)
+
+    def wait(self) -> None:
+        """Until the artifacts are made; their error, if one failed."""
+        if not self.done.done():
+            say("waiting for the host artifacts started meanwhile")
+        self.done.result()
+
+
 def ensure_class_images(client: docker.DockerClient,
                         classes: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """class -> the image its nodes are made from, for a topology's classes and the systems
     each carries (Topology.class_systems): this checkout's image, a local one of the same
     inputs that carries more systems, one pulled from AITESTBED_REGISTRY, or built here
     with the artifacts of those systems only."""
-    node_os = ensure_node_os(client)
+    meanwhile = None
+    node_os = present_node_os(client)
+    if node_os is None and os.environ.get("AITESTBED_NO_CACHE") != "1":
+        meanwhile = _Meanwhile(sorted({s for carried in classes.values() for s in carried}))
+        try:
+            node_os = _build_node_os(client)
+        except BaseException as err:
+            meanwhile.node_os.set_exception(AitestbedError("the OS layer was not built"))
+            raise err
+        meanwhile.node_os.set_result(node_os)
+    else:
+        node_os = node_os or ensure_node_os(client)
     inputs = class_inputs(client, node_os)
     tags = {c: class_tag(client, node_os, c, s, inputs) for c, s in classes.items()}
     missing = []
@@ -241,13 +295,20 @@ def ensure_class_images(client: docker.DockerClient,
         else:
             missing.append(node_class)
     if not missing:
+        if meanwhile:
+            meanwhile.wait()
         return tags
     wanted = sorted({s for c in missing for s in classes[c]})
     say(f"building node class images: {', '.join(missing)} (Ansible, playbooks/image.yml) "
         f"for {systems.describe(wanted) or 'no system'}")
     started = time.monotonic()
-    say("what their roles copy from this host:")
-    build_host_artifacts(wanted, node_os)
+    if meanwhile and set(wanted) <= meanwhile.systems:
+        meanwhile.wait()
+    else:
+        if meanwhile:
+            meanwhile.wait()
+        say("what their roles copy from this host:")
+        build_host_artifacts(wanted, node_os)
     run_id = uuid.uuid4().hex[:8]
     containers = {}
     try:
