@@ -132,3 +132,24 @@ def test_from_the_host_the_docs_python_example_with_the_real_openai_package(test
          "%{http_code}", env["OPENAI_BASE_URL"] + "/models"],
         capture_output=True, text=True, timeout=30)
     assert trusted.stdout == "401", trusted
+
+
+def test_on_a_login_node_pip_installs_the_docs_packages_and_their_example_runs(testbed):
+    """The docs: `pip install openai globus_sdk`, then OpenAI(api_key=access_token,
+    base_url=...). From the login node's wheels (PyPI is out of reach), in a venv."""
+    out = run(testbed, (
+        "cd ~ && cp /software/metis/inference_auth_token.py ~/ && "
+        "python3 -m venv ~/metis-venv && . ~/metis-venv/bin/activate && "
+        "pip install -q openai globus_sdk && "
+        "export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt && "
+        "python - <<'PY'\n"
+        "from openai import OpenAI\n"
+        "from inference_auth_token import get_access_token\n"
+        "import globus_sdk  # noqa: F401 - the docs install it too\n"
+        "client = OpenAI(api_key=get_access_token(),\n"
+        "    base_url='https://inference-api.alcf.anl.gov/resource_server/metis/api/v1')\n"
+        "r = client.chat.completions.create(model='gemma-4-31B-it', max_tokens=8,\n"
+        "    messages=[{'role': 'user', 'content': 'Hello'}])\n"
+        "print('answered', r.model, r.usage.completion_tokens)\n"
+        "PY"), timeout=300)
+    assert "answered gemma-4-31B-it" in out, out

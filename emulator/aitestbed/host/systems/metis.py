@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.paths import project_root
-from aitestbed.host.sdk_artifacts import fresh_output
+from aitestbed.host.sdk_artifacts import fresh_output, pinned_wheels
 from aitestbed.host.systems import cerebras_pki
 from aitestbed.host.systems.model import Artifact, System
 
@@ -40,9 +40,13 @@ SERVICE_NAMES = ("inference-api.alcf.anl.gov", "metis.alcf.anl.gov", "inference.
 MUNGE_KEY_BYTES = 1024
 
 
+CLIENT_REQUIREMENTS = Path("images") / "metis-client-requirements.txt"
+
+
 def build_metis(root: Path | None = None) -> Path:
     """build/metis/corpus: the Markdown pages of docs/ the gateway's model is trained on
-    (in the image build: roles/metis_gateway)."""
+    (in the image build: roles/metis_gateway); build/metis/wheels: the docs' `pip install
+    openai globus_sdk` for the login nodes (hash-pinned, downloaded once)."""
     root = root or project_root()
     pages = sorted((root / "docs").glob("*.md"))
     if not pages:
@@ -53,6 +57,7 @@ def build_metis(root: Path | None = None) -> Path:
     corpus.mkdir()
     for page in pages:
         shutil.copy2(page, corpus / page.name)
+    pinned_wheels(root, root / CLIENT_REQUIREMENTS, out / "wheels")
     return out
 
 
@@ -89,8 +94,10 @@ SYSTEM = System(
     # topology's other systems (a Metis-only topology has the gateway alone).
     node_classes=("login", GATEWAY_CLASS),
     scheduler="service",
-    artifacts=(Artifact("the Metis training corpus (docs/*.md)",
-                        lambda ctx: build_metis(ctx.root),
-                        "the model itself is trained in the gateway's image (~1 min)"),),
+    artifacts=(Artifact("the Metis training corpus (docs/*.md) and the openai and globus_sdk "
+                        "wheels", lambda ctx: build_metis(ctx.root),
+                        "the model itself is trained in the gateway's image (~1 min); 12 MB "
+                        "of wheels, downloaded once into build/downloads",
+                        inputs=(str(CLIENT_REQUIREMENTS),)),),
     prepare=prepare,
 )
