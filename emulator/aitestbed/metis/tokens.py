@@ -10,7 +10,10 @@ can be aged or revoked by rewriting the file:
                  "expires_at": 1767225600.0, "revoked": false,
                  "kind": "access", "session_ends": 1767744000.0}]}
 
-Only tokens' SHA-256 digests are kept: the file does not hand out tokens.
+Only tokens' SHA-256 digests are kept: the file does not hand out tokens. Every change
+is made under a lock file beside it (`<name>.lock`, flock), so the gateway and an admin
+command (aitestbed.metis.admin) that ages or revokes tokens do not lose each other's
+change, and saved atomically (a new file renamed over the old one).
 
 Sessions (the token helper's `authenticate`, aitestbed.metis.auth): one refresh token and
 one access token. The refresh token lives until the session ends, 7 days after the
@@ -22,6 +25,7 @@ In the cluster, whether a user is active comes from the cluster's accounts
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import secrets
@@ -115,12 +119,21 @@ class JsonTokenStore:
         return self._users.get(user, False)
 
     # --- what the token helper (and the tests) do to the file -------------------------------
-    def _edit(self, change) -> None:
+    def _edit(self, change):
+        """Apply `change` to the file's data under the lock (threads and processes);
+        its result is returned."""
         with self._edit_lock:
-            data = load_json(self.path) or {"users": {}, "tokens": []}
-            change(data)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            save_json(self.path, data)
+            lock = self.path.with_name(self.path.name + ".lock")
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                data = load_json(self.path) or {"users": {}, "tokens": []}
+                result = change(data)
+                save_json(self.path, data)
+            finally:
+                os.close(fd)  # releases the lock
+        return result
 
     def _add(self, user: str, kind: str, expires: float, session_ends: float | None,
              now: float) -> str:
@@ -170,6 +183,46 @@ class JsonTokenStore:
                 if t["sha256"] == digest(token):
                     t["revoked"] = True
         self._edit(change)
+
+    # --- what an administrator does to a user's tokens (aitestbed.metis.admin) -------------
+    def records_of(self, user: str) -> list[tuple[str, TokenRecord]]:
+        """(digest, record) of each of the user's tokens (access and refresh), as the
+        file has them now."""
+        self._refresh()
+        return [(d, r) for d, r in self._tokens.items() if r.user == user]
+
+    def age_user(self, user: str, seconds: float, session: bool = False,
+                 now: float | None = None) -> int:
+        """Move the expiry of `user`'s live access tokens `seconds` earlier; with
+        `session`, their session's end too, and the refresh tokens' (so the 7-day
+        re-authentication comes that much sooner). The number of tokens changed."""
+        now = time.time() if now is None else now
+
+        def change(data: dict) -> int:
+            changed = 0
+            for t in data.get("tokens", []):
+                if t["user"] != user or t.get("revoked") or t["expires_at"] <= now:
+                    continue
+                kind = t.get("kind", ACCESS)
+                if kind == REFRESH and not session:
+                    continue
+                t["expires_at"] -= seconds
+                if session and t.get("session_ends") is not None:
+                    t["session_ends"] -= seconds
+                changed += 1
+            return changed
+        return self._edit(change)
+
+    def revoke_user(self, user: str) -> int:
+        """Revoke every token of `user`; the number newly revoked."""
+        def change(data: dict) -> int:
+            changed = 0
+            for t in data.get("tokens", []):
+                if t["user"] == user and not t.get("revoked"):
+                    t["revoked"] = True
+                    changed += 1
+            return changed
+        return self._edit(change)
 
     def age(self, token: str, seconds: float) -> None:
         """Move a token's expiry (and its session's end) `seconds` earlier (to rehearse
