@@ -8,7 +8,10 @@ the docs' model names, paced like SN40L (standard library, torch and PyYAML only
   train    `python -m aitestbed.metis.train`: tokenizer and weights from a corpus
   timing   time to first token, tokens/s and cold start, from SambaNova's figures
   config   the gateway's YAML configuration (models, limits, forwarding)
-  tokens   the bearer-token store (a JSON file; the emulated Globus Auth comes later)
+  tokens   the bearer-token store (a JSON file) and the sessions it issues
+  device   the device-code login (RFC 8628) as the gateway decides it, and its page
+  otp      the users' one-time passcodes (pam_oath's files, TOTP) that complete it
+  admin    `python -m aitestbed.metis.admin`: age, revoke, list a user's tokens
   state    the pure decisions: authentication, rate and concurrency limits, model states
   schema   the OpenAI chat-completions request and answers
   engine   the backends: the local model, or a forwarded OpenAI-compatible server

@@ -10,6 +10,9 @@ from one trained directory:
                                         # accounts: aitestbed.metis.identity); without
                                         # it, POST /auth/token issues nothing
     munge_socket: /run/munge-metis/munge.socket.2   # the munged that decodes credentials
+    oath_users: /etc/oath/users         # the users' pam_oath files (<user>.oath): the
+                                        # device-code login's passcodes (aitestbed.metis.otp;
+                                        # the codes taken: passcodes.json beside `tokens`)
     limits: {requests_per_minute: 60, concurrent: 4}
     max_body_bytes: 1048576
     socket_timeout: 30                  # seconds a client may take to send its request
@@ -86,6 +89,7 @@ class GatewayConfig:
     tokens: Path | None = None
     accounts: Path | None = None
     munge_socket: str = "/run/munge-metis/munge.socket.2"
+    oath_users: Path = Path("/etc/oath/users")
     limits: Limits = Limits()
     max_body_bytes: int = 1 << 20
     socket_timeout: float = 30.0
@@ -170,9 +174,9 @@ def _model(data, index: int, base: Path) -> ModelConfig:
 def from_dict(data, base: Path = Path(".")) -> GatewayConfig:
     """The configuration from its parsed file (`base`: where relative paths start)."""
     data = _mapping(data if data is not None else {}, "the configuration")
-    _check_keys(data, {"listen", "weights", "tokens", "accounts", "munge_socket", "limits",
-                       "max_body_bytes", "socket_timeout", "cold_wait_seconds", "models"},
-                "the configuration")
+    _check_keys(data, {"listen", "weights", "tokens", "accounts", "munge_socket", "oath_users",
+                       "limits", "max_body_bytes", "socket_timeout", "cold_wait_seconds",
+                       "models"}, "the configuration")
     listen = _mapping(data.get("listen") or {}, "listen")
     _check_keys(listen, {"host", "port"}, "listen")
     limits = _mapping(data.get("limits") or {}, "limits")
@@ -194,6 +198,9 @@ def from_dict(data, base: Path = Path(".")) -> GatewayConfig:
     socket = data.get("munge_socket", GatewayConfig.munge_socket)
     if not isinstance(socket, str) or not socket.startswith("/"):
         raise ConfigError(f"munge_socket must be an absolute path, not {socket!r}")
+    oath = data.get("oath_users", str(GatewayConfig.oath_users))
+    if not isinstance(oath, str) or not oath:
+        raise ConfigError(f"oath_users must be a directory, not {oath!r}")
     host = listen.get("host", "127.0.0.1")
     if not isinstance(host, str) or not host:
         raise ConfigError(f"listen.host must be an address, not {host!r}")
@@ -202,6 +209,7 @@ def from_dict(data, base: Path = Path(".")) -> GatewayConfig:
         weights=base / str(weights) if weights else None,
         tokens=base / str(tokens) if tokens else None,
         accounts=base / str(accounts) if accounts else None, munge_socket=socket,
+        oath_users=base / oath,
         limits=Limits(_int(limits.get("requests_per_minute", 60), "limits.requests_per_minute"),
                       _int(limits.get("concurrent", 4), "limits.concurrent")),
         max_body_bytes=_int(data.get("max_body_bytes", 1 << 20), "max_body_bytes", 64),

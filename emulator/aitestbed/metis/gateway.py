@@ -5,6 +5,10 @@
 loaded model), when a cold model was first asked, the per-user usage, and the views
 the docs name (/v1/models, list-endpoints, /jobs, the status page). The decisions are
 aitestbed.metis.state's pure functions; this class keeps the facts and the lock.
+
+Sessions start two ways (the emulated Globus Auth): a MUNGE credential from a login node
+(`start_session`), or the device-code login (`device_start`, `device_verify`,
+`device_token`: aitestbed.metis.device decides, aitestbed.metis.otp checks the passcode).
 """
 
 from __future__ import annotations
@@ -17,16 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aitestbed.devices.clock import time_scale
-from aitestbed.metis import chat, lm, state
+from aitestbed.metis import chat, device, lm, otp, state
 from aitestbed.metis.config import GatewayConfig, ModelConfig
 from aitestbed.metis.engine import LocalBackend, UpstreamBackend
 from aitestbed.metis.identity import AccountsFile
 from aitestbed.metis.state import ApiError
-from aitestbed.metis.tokens import JsonTokenStore, TokenStore
+from aitestbed.metis.tokens import JsonTokenStore, TokenStore, digest
 
 CLUSTER = "metis"
 FRAMEWORK = "api"
 ENDPOINTS = ["/v1/chat/completions"]
+PASSCODE_STATE = "passcodes.json"  # beside the tokens file: the passcodes' steps taken
 
 
 class Served:
@@ -54,6 +59,13 @@ class Gateway:
         self.store = store or JsonTokenStore(
             config.tokens or Path("/nonexistent/tokens.json"),
             self.accounts.active if self.accounts else None)
+        # the device-code login: its grants (in memory: each lives ten minutes) and the
+        # passcodes that complete them
+        self.passcodes = otp.Passcodes(
+            config.oath_users, config.tokens.parent / PASSCODE_STATE if config.tokens else None)
+        self._grants: dict[str, device.Grant] = {}  # user code -> grant
+        self._by_device: dict[str, str] = {}  # sha256 of the device code -> user code
+        self._device_lock = threading.Lock()
         self.lock = threading.Lock()
         self.models = {m.name: Served(m) for m in config.models}
         self.usage: dict[str, state.Usage] = {}
@@ -146,10 +158,99 @@ class Gateway:
     def start_session(self, uid: int) -> dict:
         """A new session for the testbed account `uid` is (munged vouched for the uid)."""
         store = self._sessions()
-        user = state.token_user(uid, self.accounts.name_of, store.user_active)
-        access, refresh, expires, ends = store.start_session(user, self.clock())
+        return self._session(state.token_user(uid, self.accounts.name_of, store.user_active))
+
+    def _session(self, user: str) -> dict:
+        access, refresh, expires, ends = self._sessions().start_session(user, self.clock())
         self.count("sessions")
         return self._tokens(user, access, expires, ends, refresh)
+
+    # --- the device-code login ---------------------------------------------------------------
+    def device_start(self, verification_uri: str) -> dict:
+        """A new grant: the device code, the user code, where to enter it."""
+        self._sessions()
+        now, code = self.clock(), device.new_device_code()
+        with self._device_lock:
+            device.forget_old(self._grants, now)
+            self._by_device = {d: c for d, c in self._by_device.items() if c in self._grants}
+            if len(self._grants) >= device.MAX_PENDING:
+                raise ApiError(429, "Too many logins are under way: try again in a minute.",
+                               "too_many_requests", retry_after=60)
+            user_code = device.new_user_code()
+            while user_code in self._grants:
+                user_code = device.new_user_code()
+            grant = device.new_grant(user_code, digest(code), now)
+            self._grants[user_code] = grant
+            self._by_device[grant.device_digest] = user_code
+        self.count("device_codes")
+        return device.offer(grant, verification_uri, code, now)
+
+    def device_verify(self, user_code, username, passcode) -> dict:
+        """The user completes a grant with their username and passcode (ApiError: not
+        completed; MAX_TRIES wrong passcodes deny the grant)."""
+        self._sessions()
+        code, now = device.user_code_of(user_code), self.clock()
+        with self._device_lock:  # one passcode at a time: a code is taken once
+            grant = self._grants.get(code) if code else None
+            refusal = device.may_verify(grant, now)
+            if refusal is not None:
+                raise refusal
+            verdict = self._passcode(username, passcode, now)
+            grant, refusal = device.after_passcode(grant, username, verdict)
+            self._grants[code] = grant
+        if refusal is not None:
+            self.count("passcodes_refused")
+            raise refusal
+        return {"status": "approved", "user": username, "user_code": code}
+
+    def _passcode(self, username, passcode, now: float) -> str:
+        """otp's verdict on a passcode; an account that may not log in is refused before
+        its passcode is looked at (and nothing of it is taken)."""
+        if not (isinstance(username, str) and otp.USER_NAME.match(username)
+                and isinstance(passcode, str) and len(passcode) <= 64):
+            return otp.WRONG
+        if device.login_refusal(username, self.accounts.uid_of(username),
+                                self.accounts.active(username)) is not None:
+            return otp.WRONG
+        try:
+            return self.passcodes.verify(username, passcode, now).reason
+        except OSError as err:
+            raise ApiError(503, f"Passcodes cannot be checked now: {err}",
+                           "service_unavailable") from None
+
+    def device_token(self, device_code: str) -> dict:
+        """The helper's poll: the session's tokens once the user completed the grant
+        (once), else device.OAuthError (authorization_pending, slow_down, ...)."""
+        self._sessions()
+        now = self.clock()
+        with self._device_lock:
+            code = self._by_device.get(digest(device_code))
+            grant, refusal = device.poll(self._grants.get(code) if code else None, now)
+            if grant is not None:
+                self._grants[grant.user_code] = grant
+        if refusal is not None:
+            raise refusal
+        why = device.login_refusal(grant.user, self.accounts.uid_of(grant.user),
+                                   self.accounts.active(grant.user))
+        if why is not None:  # offboarded since the passcode
+            raise device.OAuthError(400, f"{grant.user} may not use the ALCF inference "
+                                         f"service ({why}).", "access_denied")
+        return self._session(grant.user)
+
+    def introspect(self, token: str) -> dict:
+        """What the gateway knows of an access token (RFC 7662's shape): the helper asks
+        it, so a token aged or revoked here is refreshed or reported there. Its holder
+        learns its expiry; an unknown token is only {"active": false}."""
+        record, now = self.store.lookup(token), self.clock()
+        if record is None or record.revoked:
+            return {"active": False}
+        active = now < record.expires_at and self.store.user_active(record.user)
+        answer = {"active": active, "exp": int(record.expires_at)}
+        if active:
+            answer.update(token_type="Bearer", username=record.user)
+            if record.session_ends is not None:
+                answer["session_ends_at_seconds"] = int(record.session_ends)
+        return answer
 
     def refresh(self, refresh_token: str) -> dict:
         store = self._sessions()

@@ -66,6 +66,10 @@ class AccountsFile:
         self._refresh()
         return self._by_uid.get(uid)
 
+    def uid_of(self, name: str) -> int | None:
+        self._refresh()
+        return next((uid for uid, n in self._by_uid.items() if n == name), None)
+
     def active(self, name: str) -> bool:
         self._refresh()
         return self._active.get(name, False)

@@ -17,7 +17,15 @@ the ALCF gateway answers it; every refusal is JSON with its status, never a trac
 POST /auth/token is the emulated Globus Auth the token helper (aitestbed.metis.auth)
 talks to: {"grant_type": "munge"} with `Authorization: MUNGE <credential>` starts a
 session for the testbed account munged vouches for (aitestbed.metis.identity);
-{"grant_type": "refresh_token", "refresh_token": ...} gives a new access token of it.
+{"grant_type": "refresh_token", "refresh_token": ...} gives a new access token of it;
+{"grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": ...}
+collects the session of a device-code login (RFC 8628, aitestbed.metis.device):
+  POST /auth/device                                     a device code and a user code
+  GET  /auth/device/verify[?user_code=...]              the page where a user enters it
+  POST /auth/device/verify                              {user_code, username, passcode}
+                                                        (JSON, or the page's form)
+  POST /auth/introspect                                 {token}: is it active, its expiry
+The auth routes take JSON or a form (application/x-www-form-urlencoded).
 
 TLS: with --certfile and --keyfile every connection is TLS (1.2 or later); its handshake
 happens in the connection's own thread, under the socket timeout, so a client that
@@ -37,17 +45,18 @@ import argparse
 import json
 import os
 import pwd
+import re
 import signal
 import ssl
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from aitestbed.devices.clock import TimeScaleError
 from aitestbed.metis import config as config_module
-from aitestbed.metis import identity, lm, schema, webui
+from aitestbed.metis import device, identity, lm, schema, webui
 from aitestbed.metis.engine import Finished, LocalBackend, Piece
 from aitestbed.metis.gateway import Gateway
 from aitestbed.metis.state import ApiError
@@ -56,6 +65,12 @@ from aitestbed.node.munge import MungeError
 ROOT = "/resource_server"
 API = f"{ROOT}/metis/api/v1"
 AUTH = "/auth/token"
+DEVICE = "/auth/device"
+VERIFY = "/auth/device/verify"
+INTROSPECT = "/auth/introspect"
+JSON, FORM = "application/json", "application/x-www-form-urlencoded"
+PUBLIC_HOST = "inference-api.alcf.anl.gov"  # the verification URL's host without a Host header
+_HOST = re.compile(r"^(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
 GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
@@ -187,11 +202,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _route(self, method: str, path: str) -> None:
         gateway = self.server.gateway
-        if path == AUTH:
-            if method != "POST":
-                raise ApiError(405, f"{method} is not allowed on {path}: use POST",
-                               "method_not_allowed")
-            return self._token()
+        if path in (AUTH, DEVICE, VERIFY, INTROSPECT):
+            return self._auth(method, path)
         if webui.is_page(path):  # the pages need no token (the API they call does)
             if method != "GET":
                 raise ApiError(405, f"{method} is not allowed on {path}: use GET",
@@ -231,9 +243,79 @@ class Handler(BaseHTTPRequestHandler):
         raise ApiError(404, f"No such resource: {method} {path}", "not_found")
 
     # --- sessions (the emulated Globus Auth) -----------------------------------------------
+    def _auth(self, method: str, path: str) -> None:
+        gateway = self.server.gateway
+        if path == VERIFY and method == "GET":
+            query = parse_qs(urlsplit(self.path).query, max_num_fields=10)
+            typed = query.get("user_code", [""])[0][:32]
+            return self._page(200, device.page(device.user_code_of(typed) or typed))
+        if method != "POST":
+            raise ApiError(405, f"{method} is not allowed on {path}: use POST",
+                           "method_not_allowed")
+        if path == AUTH:
+            return self._token()
+        if path == DEVICE:
+            self._auth_body()  # what a client says of itself (client_id, scope): not used
+            return self._json(200, gateway.device_start(self._verification_uri()),
+                              {"Cache-Control": "no-store"})
+        if path == INTROSPECT:
+            token = self._auth_body()[0].get("token")
+            if not isinstance(token, str) or not token or len(token) > 4096:
+                raise ApiError(400, "token must be an access token", "invalid_request", "token")
+            return self._json(200, gateway.introspect(token), {"Cache-Control": "no-store"})
+        return self._verify()
+
+    def _verify(self) -> None:
+        """The user completes a device-code login: JSON in and out, or the page's form."""
+        fields, form = self._auth_body()
+        user_code, username = fields.get("user_code"), fields.get("username")
+        try:
+            for name in ("user_code", "username", "passcode"):
+                if not isinstance(fields.get(name), str) or not fields[name].strip():
+                    raise ApiError(400, f"{name} is missing", "invalid_request", name)
+            answer = self.server.gateway.device_verify(user_code.strip(), username.strip(),
+                                                       fields["passcode"].strip())
+        except ApiError as err:
+            if not form:
+                raise
+            return self._page(err.status, device.page(
+                user_code[:32] if isinstance(user_code, str) else "",
+                username[:32] if isinstance(username, str) else "", err.message))
+        if form:
+            return self._page(200, device.page(
+                message=f"Logged in as {answer['user']}. You may close this page: the helper "
+                        "collects the tokens.", ok=True))
+        return self._json(200, answer, {"Cache-Control": "no-store"})
+
+    def _page(self, status: int, text: str) -> None:
+        self._send(status, text.encode(), "text/html; charset=utf-8", device.PAGE_HEADERS)
+
+    def _verification_uri(self) -> str:
+        """Where the user enters the code: this gateway, by the name the client used."""
+        host = self.headers.get("Host", "")
+        if not _HOST.match(host):
+            host = PUBLIC_HOST
+        return f"{'https' if self.server.tls else 'http'}://{host}{VERIFY}"
+
+    def _auth_body(self) -> tuple[dict, bool]:
+        """An auth route's fields (a JSON object or a form) and whether it was a form."""
+        if self.headers.get("Content-Length", "").strip() == "0" \
+                and "Transfer-Encoding" not in self.headers:
+            self.body_read = True
+            return {}, False
+        kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind != FORM:
+            return self._json_body(), False
+        raw = self._read_body((FORM,))
+        try:
+            fields = parse_qs(raw.decode(), keep_blank_values=True, max_num_fields=20)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ApiError(400, f"the form is not valid: {err}", "invalid_request") from None
+        return {key: values[0] for key, values in fields.items()}, True
+
     def _token(self) -> None:
         gateway = self.server.gateway
-        body = self._json_body()
+        body = self._auth_body()[0]
         grant = body.get("grant_type")
         if grant == "munge":
             scheme, _, credential = self.headers.get("Authorization", "").partition(" ")
@@ -254,8 +336,14 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, "refresh_token must be the session's refresh token",
                                "invalid_request", "refresh_token")
             return self._json(200, gateway.refresh(token))
-        raise ApiError(400, f"grant_type must be munge or refresh_token, not {grant!r}",
-                       "unsupported_grant_type", "grant_type")
+        if grant == device.GRANT_TYPE:
+            code = body.get("device_code")
+            if not isinstance(code, str) or not code or len(code) > 256:
+                raise device.OAuthError(400, "device_code must be the code POST /auth/device "
+                                             "gave", "invalid_request")
+            return self._json(200, gateway.device_token(code), {"Cache-Control": "no-store"})
+        raise ApiError(400, f"grant_type must be munge, refresh_token or {device.GRANT_TYPE}, "
+                            f"not {grant!r}", "unsupported_grant_type", "grant_type")
 
     def _json_body(self) -> dict:
         try:
@@ -267,7 +355,7 @@ class Handler(BaseHTTPRequestHandler):
         return body
 
     # --- chat completions -------------------------------------------------------------------
-    def _read_body(self) -> bytes:
+    def _read_body(self, kinds: tuple[str, ...] = (JSON,)) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             raise ApiError(411, "a chunked body is not accepted: send Content-Length",
                            "length_required")
@@ -284,8 +372,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(413, f"the request body ({length} bytes) is larger than the "
                                 f"{limit} bytes the service accepts", "request_too_large")
         kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if kind != "application/json":
-            raise ApiError(415, f"Content-Type must be application/json, not "
+        if kind not in kinds:
+            raise ApiError(415, f"Content-Type must be {' or '.join(kinds)}, not "
                                 f"{kind or 'none'!r}", "unsupported_media_type")
         body = self.rfile.read(length)
         self.body_read = len(body) == length
