@@ -221,26 +221,30 @@ def test_the_server_refuses_a_missing_or_mismatched_key_in_one_line(pki, tmp_pat
 # --- sessions: the token helper against the gateway ---------------------------------------------
 @pytest.fixture
 def helper_env(tls_gateway, pki, tmp_path, monkeypatch):
-    """The helper's settings, and a `munge` on PATH that prints alice's credential."""
+    """The helper's settings, and a `munge` on PATH that prints alice's credential (and
+    the Metis MUNGE domain's socket: a login node)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "munge"
     fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {bin_dir}/munge.args\n"
                     f"echo '{CREDENTIAL}'\n")
     fake.chmod(0o755)
+    (tmp_path / "munge.socket.2").touch()
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     env = {"AITESTBED_METIS_URL": tls_gateway.url, "AITESTBED_METIS_CA": str(pki / "ca.crt"),
-           "AITESTBED_METIS_TOKENS": str(tmp_path / "home" / "tokens.json")}
+           "AITESTBED_METIS_TOKENS": str(tmp_path / "home" / "tokens.json"),
+           "AITESTBED_METIS_MUNGE_SOCKET": str(tmp_path / "munge.socket.2")}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    return SimpleNamespace(env=env, bin=bin_dir, tokens=Path(env["AITESTBED_METIS_TOKENS"]))
+    return SimpleNamespace(env=env, bin=bin_dir, tokens=Path(env["AITESTBED_METIS_TOKENS"]),
+                           socket=env["AITESTBED_METIS_MUNGE_SOCKET"])
 
 
 def test_authenticate_then_the_docs_calls_work_with_the_token(tls_gateway, helper_env, capsys):
     assert auth.main(["authenticate"]) == 0
     assert "Authenticated as alice" in capsys.readouterr().out
     assert (helper_env.bin / "munge.args").read_text().split() == [
-        "-n", f"--socket={auth.MUNGE_SOCKET}"]
+        "-n", f"--socket={helper_env.socket}"]
     assert tls_gateway.credentials == [CREDENTIAL]
     assert stat.S_IMODE(helper_env.tokens.stat().st_mode) == 0o600
     saved = json.loads(helper_env.tokens.read_text())
@@ -359,6 +363,8 @@ def test_a_gateway_without_accounts_issues_nothing(weights, tmp_path):
 def test_the_helper_says_what_is_wrong_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AITESTBED_METIS_TOKENS", str(tmp_path / "none.json"))
     monkeypatch.setenv("PATH", str(tmp_path))  # no munge here
+    (tmp_path / "munge.socket.2").touch()  # a login node's Metis MUNGE socket
+    monkeypatch.setenv("AITESTBED_METIS_MUNGE_SOCKET", str(tmp_path / "munge.socket.2"))
     assert auth.main(["get_access_token"]) == 1
     assert capsys.readouterr().err == ("inference_auth_token.py: no tokens: run `python "
                                        "inference_auth_token.py authenticate` first\n")
@@ -367,10 +373,14 @@ def test_the_helper_says_what_is_wrong_in_one_line(tmp_path, monkeypatch, capsys
     monkeypatch.setenv("AITESTBED_METIS_URL", "https://127.0.0.1:9")
     (tmp_path / "munge").write_text(f"#!/bin/sh\necho '{CREDENTIAL}'\n")
     (tmp_path / "munge").chmod(0o755)
-    assert auth.main(["authenticate"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("inference_auth_token.py: cannot reach https://127.0.0.1:9")
-    assert err.count("\n") == 1
+    for argv in (["authenticate"], ["authenticate", "--device"]):
+        assert auth.main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("inference_auth_token.py: cannot reach https://127.0.0.1:9")
+        assert err.count("\n") == 1
+    monkeypatch.setenv("AITESTBED_METIS_MUNGE_SOCKET", str(tmp_path / "absent"))  # the host
+    assert auth.main(["authenticate"]) == 1  # a device-code login, which cannot reach it
+    assert capsys.readouterr().err.startswith("inference_auth_token.py: cannot reach")
 
 
 def test_the_helper_is_one_standard_library_file():
@@ -379,8 +389,8 @@ def test_the_helper_is_one_standard_library_file():
                 for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree)
                  if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported <= {"__future__", "argparse", "json", "os", "ssl", "subprocess", "sys",
-                        "time", "urllib", "pathlib"}
+    assert imported <= {"__future__", "argparse", "getpass", "json", "os", "ssl",
+                        "subprocess", "sys", "time", "urllib", "pathlib"}
 
 
 def test_the_metis_munge_domain_is_asked_through_its_socket(monkeypatch):

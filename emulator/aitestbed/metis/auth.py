@@ -9,19 +9,28 @@ commands, so the docs' lines run as written (copy it from /software/metis/):
 
 and, as ALCF's, `from inference_auth_token import get_access_token` gives the token.
 
-ALCF's helper logs in through Globus in a browser. Here the login is the cluster's own
-proof of who runs the command: a MUNGE credential of the calling process (`munge -n`
-in the Metis MUNGE domain of the login nodes), sent over TLS to the gateway's
-POST /auth/token, which asks its munged who made it and issues a session to that
-testbed account (aitestbed.metis.identity): a refresh token for 7 days and an access
-token of 48 hours. `get_access_token` refreshes the access token when it has expired
-(or will within a minute); after 7 days `authenticate --force` is needed, as the docs
-say. The tokens are kept in ~/.globus/app/aitestbed-metis/inference_app/tokens.json
-(the user's only, mode 0600).
+ALCF's helper logs in through Globus: it shows a URL and a code, and the user signs in
+there. This one logs in two ways, both over TLS to the gateway's emulated Globus Auth:
+  - on a login node (where the Metis MUNGE domain's socket is): a MUNGE credential of
+    the calling process (`munge -n`), which the gateway's munged vouches for
+    (aitestbed.metis.identity): nothing to type;
+  - elsewhere (the host), or with `authenticate --device`: a device-code login (RFC
+    8628). The helper prints "Please go to <URL> and enter the code WDJB-MJHT"; the user
+    enters the code there with their testbed username and passcode (the one ssh asks:
+    PIN, if any, then the token's code). At a terminal the helper asks for both itself
+    (an empty username: enter them at the URL instead); otherwise it waits, polling
+    every few seconds, until the code is entered or expires (10 minutes).
+Either way the gateway issues a session to that testbed account: a refresh token for 7
+days and an access token of 48 hours. `get_access_token` refreshes the access token when
+it has expired (or will within a minute) or the gateway says it is no longer active
+(POST /auth/introspect); after 7 days `authenticate --force` is needed, as the docs say.
+The tokens are kept in ~/.globus/app/aitestbed-metis/inference_app/tokens.json (the
+user's only, mode 0600).
 
 Settings (environment): AITESTBED_METIS_URL (default https://inference-api.alcf.anl.gov),
 AITESTBED_METIS_CA (a CA file; default: the system's, where the nodes install the
-cluster's CA), AITESTBED_METIS_TOKENS (the tokens file), AITESTBED_METIS_MUNGE_SOCKET.
+cluster's CA), AITESTBED_METIS_TOKENS (the tokens file), AITESTBED_METIS_MUNGE_SOCKET
+(absent socket: the device-code login).
 
 Standard library only and no aitestbed import: a user copies this one file and runs it
 with any Python 3.
@@ -30,6 +39,7 @@ with any Python 3.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import ssl
@@ -46,10 +56,16 @@ TOKENS = Path("~/.globus/app/aitestbed-metis/inference_app/tokens.json")
 REFRESH_MARGIN = 60  # seconds: an access token this close to its end is refreshed first
 UNITS = {"seconds": 1, "minutes": 60, "hours": 3600}
 TIMEOUT = 30
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+AGAIN = "run `python inference_auth_token.py authenticate` again"
 
 
 class AuthError(Exception):
-    """What went wrong, in one line for the user."""
+    """What went wrong, in one line for the user; `code`: the service's error code."""
+
+    def __init__(self, message: str, code: str | None = None, status: int = 0):
+        super().__init__(message)
+        self.code, self.status = code, status
 
 
 def _settings(env=None) -> dict:
@@ -60,20 +76,27 @@ def _settings(env=None) -> dict:
             "socket": env.get("AITESTBED_METIS_MUNGE_SOCKET", MUNGE_SOCKET)}
 
 
-def _post(settings: dict, body: dict, headers: dict | None = None) -> dict:
+def _post(settings: dict, body: dict, headers: dict | None = None,
+          path: str = "/auth/token") -> dict:
     context = ssl.create_default_context(cafile=settings["ca"])
     request = urllib.request.Request(
-        settings["url"] + "/auth/token", data=json.dumps(body).encode(), method="POST",
+        settings["url"] + path, data=json.dumps(body).encode(), method="POST",
         headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT, context=context) as response:
-            return json.loads(response.read())
+            answer = json.loads(response.read())
     except urllib.error.HTTPError as err:
+        message, code = f"HTTP {err.code}", None
         try:
-            message = json.loads(err.read())["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = f"HTTP {err.code}"
-        raise AuthError(message) from None
+            error = json.loads(err.read())
+            if isinstance(error.get("error"), dict):  # the service's own errors
+                message, code = error["error"]["message"], error["error"].get("code")
+            else:  # OAuth's (RFC 6749 5.2): {"error": code, "error_description": ...}
+                code = str(error["error"])
+                message = str(error.get("error_description") or code)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
+        raise AuthError(message, code, err.code) from None
     except urllib.error.URLError as err:
         reason = err.reason
         if isinstance(reason, ssl.SSLCertVerificationError):
@@ -83,6 +106,9 @@ def _post(settings: dict, body: dict, headers: dict | None = None) -> dict:
         raise AuthError(f"cannot reach {settings['url']}: {reason}") from None
     except (OSError, ValueError) as err:
         raise AuthError(f"cannot reach {settings['url']}: {err}") from None
+    if not isinstance(answer, dict):
+        raise AuthError(f"{settings['url']}{path} answered something that is not a JSON object")
+    return answer
 
 
 def _credential(socket: str) -> str:
@@ -119,8 +145,93 @@ def _save(path: Path, tokens: dict) -> None:
     tmp.replace(path)
 
 
-def authenticate(force: bool = False, env=None, now: float | None = None) -> str:
-    """Start a session (unless one is still open and not `force`); a line to print."""
+class Terminal:
+    """Whom the device-code login talks to: the person at this terminal (the tests give
+    another). `interactive`: whether to ask for the username and passcode here."""
+
+    def __init__(self) -> None:
+        self.interactive = sys.stdin.isatty()
+
+    def say(self, line: str) -> None:
+        print(line, flush=True)
+
+    def ask(self, prompt: str) -> str:
+        return input(prompt)
+
+    def secret(self, prompt: str) -> str:
+        return getpass.getpass(prompt)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def clock(self) -> float:
+        return time.time()
+
+
+def _enter_passcode(settings: dict, user_code: str, terminal: Terminal) -> bool:
+    """Ask for the username and passcode here and complete the code with them; False
+    when the user leaves it to the URL (an empty username)."""
+    while True:
+        try:
+            username = terminal.ask("Username: ").strip()
+            if not username:
+                return False
+            passcode = terminal.secret("Passcode: ").strip()
+        except EOFError:
+            return False
+        try:
+            _post(settings, {"user_code": user_code, "username": username,
+                             "passcode": passcode}, path="/auth/device/verify")
+            return True
+        except AuthError as err:
+            if err.code not in ("invalid_passcode", "passcode_replayed", "invalid_request"):
+                raise
+            terminal.say(str(err))
+
+
+def device_login(settings: dict, terminal: Terminal) -> dict:
+    """The device-code login (RFC 8628): the session's tokens, or AuthError."""
+    offer = _post(settings, {"client_id": "inference_auth_token.py"}, path="/auth/device")
+    try:
+        device_code, user_code = str(offer["device_code"]), str(offer["user_code"])
+        uri, lifetime = str(offer["verification_uri"]), float(offer["expires_in"])
+        interval = max(1.0, float(offer.get("interval", 5)))
+    except (KeyError, TypeError, ValueError):
+        raise AuthError(f"{settings['url']}/auth/device did not answer with a device code") \
+            from None
+    terminal.say(f"Please go to {uri} and enter the code {user_code}")
+    complete = offer.get("verification_uri_complete")
+    expiry = f"the code expires in {int(lifetime // 60)} minutes."
+    terminal.say(f"(or open {complete}); {expiry}" if complete else expiry.capitalize())
+    deadline = terminal.clock() + lifetime
+    entered = terminal.interactive and _enter_passcode(settings, user_code, terminal)
+    if not entered:
+        terminal.say("Waiting for the code to be entered...")
+    while True:
+        if not entered:
+            terminal.sleep(interval)
+        try:
+            return _post(settings, {"grant_type": DEVICE_GRANT, "device_code": device_code})
+        except AuthError as err:
+            if err.code == "slow_down":
+                interval += 5
+            elif err.code != "authorization_pending":
+                raise  # expired_token, access_denied, invalid_grant: the service's words
+        entered = False
+        if terminal.clock() > deadline + 2 * interval:  # the service should have said so
+            raise AuthError(f"the code expired before it was entered: {AGAIN}")
+
+
+def _munge_present(socket: str) -> bool:
+    """Whether this node is in the Metis MUNGE domain ("": munge's default socket)."""
+    return not socket or os.path.exists(socket)
+
+
+def authenticate(force: bool = False, env=None, now: float | None = None,
+                 device: bool = False, terminal: Terminal | None = None) -> str:
+    """Start a session (unless one is still open and not `force`); a line to print.
+    MUNGE where the Metis domain's socket is, else (or with `device`) a device-code
+    login."""
     settings = _settings(env)
     now = time.time() if now is None else now
     tokens = _load(settings["tokens"])
@@ -128,21 +239,44 @@ def authenticate(force: bool = False, env=None, now: float | None = None) -> str
         return (f"Already authenticated as {tokens.get('user')}; the session ends in "
                 f"{(tokens['session_ends_at_seconds'] - now) / 86400:.1f} days "
                 "(`authenticate --force` starts a new one).")
-    answer = _post(settings, {"grant_type": "munge"},
-                   {"Authorization": f"MUNGE {_credential(settings['socket'])}"})
+    if device or not _munge_present(settings["socket"]):
+        answer = device_login(settings, terminal or Terminal())
+    else:
+        answer = _post(settings, {"grant_type": "munge"},
+                       {"Authorization": f"MUNGE {_credential(settings['socket'])}"})
+    if not isinstance(answer.get("access_token"), str) or "user" not in answer:
+        raise AuthError(f"{settings['url']}/auth/token answered without tokens")
     _save(settings["tokens"], answer)
     return f"Authenticated as {answer['user']}; tokens stored in {settings['tokens']}"
 
 
+def _introspect(settings: dict, token: str) -> dict | None:
+    """What the gateway says of the access token now; None when it cannot say (it is
+    not reached, or is older): the stored expiry stands."""
+    try:
+        info = _post(settings, {"token": token}, path="/auth/introspect")
+    except AuthError:
+        return None
+    return info if isinstance(info.get("active"), bool) else None
+
+
 def get_access_token(env=None, now: float | None = None) -> str:
-    """A valid access token, refreshed first when it has expired or is about to."""
+    """A valid access token, refreshed first when it has expired or is about to, or the
+    gateway says it no longer is (aged or revoked there)."""
     settings = _settings(env)
     now = time.time() if now is None else now
     tokens = _load(settings["tokens"])
     if tokens is None:
         raise AuthError("no tokens: run `python inference_auth_token.py authenticate` first")
     if tokens.get("expires_at_seconds", 0) - REFRESH_MARGIN > now:
-        return tokens["access_token"]
+        info = _introspect(settings, tokens["access_token"])
+        if info is None:
+            return tokens["access_token"]
+        if info["active"] and info.get("exp", 0) - REFRESH_MARGIN > now:
+            if info.get("exp") != tokens.get("expires_at_seconds"):
+                tokens["expires_at_seconds"] = info["exp"]
+                _save(settings["tokens"], tokens)
+            return tokens["access_token"]
     if not tokens.get("refresh_token"):
         raise AuthError("the access token has expired and there is no refresh token: run "
                         "`python inference_auth_token.py authenticate --force`")
@@ -159,11 +293,17 @@ def get_time_until_token_expiration(units: str = "seconds", env=None,
     """Time until the stored access token expires (negative: it has)."""
     if units not in UNITS:
         raise AuthError(f"--units must be one of {', '.join(UNITS)}, not {units!r}")
-    tokens = _load(_settings(env)["tokens"])
+    settings = _settings(env)
+    tokens = _load(settings["tokens"])
     if tokens is None:
         raise AuthError("no tokens: run `python inference_auth_token.py authenticate` first")
     now = time.time() if now is None else now
-    return (tokens.get("expires_at_seconds", 0) - now) / UNITS[units]
+    expires = tokens.get("expires_at_seconds", 0)
+    if expires > now:  # the gateway's word, where it has one (an aged or revoked token)
+        info = _introspect(settings, tokens["access_token"])
+        if info is not None:
+            expires = info["exp"] if "exp" in info else min(expires, now)
+    return (expires - now) / UNITS[units]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     auth = commands.add_parser("authenticate", help="start a session (7 days)")
     auth.add_argument("--force", action="store_true", help="start a new one even if a "
                       "session is open")
+    auth.add_argument("--device", action="store_true", help="log in with a code and your "
+                      "passcode (the default where this node has no Metis MUNGE socket)")
     commands.add_parser("get_access_token", help="print a valid access token")
     expiry = commands.add_parser("get_time_until_token_expiration",
                                  help="print the time until the access token expires")
@@ -181,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "authenticate":
-            print(authenticate(args.force))
+            print(authenticate(args.force, device=args.device))
         elif args.command == "get_access_token":
             print(get_access_token())
         else:
@@ -189,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             print(int(left) if args.units == "seconds" else round(left, 2))
     except AuthError as err:
         print(f"inference_auth_token.py: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninference_auth_token.py: interrupted", file=sys.stderr)
         return 1
     return 0
 
