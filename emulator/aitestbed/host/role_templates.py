@@ -26,7 +26,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from aitestbed.host.inventory import project_root
+from aitestbed.host.paths import project_root
 
 
 def role_dir(role: str) -> Path:

@@ -11,8 +11,12 @@ enrolments through this file, inside Ansible (aitestbed.host.role_templates).
 
 from __future__ import annotations
 
-from aitestbed.host.inventory import Topology
+from typing import TYPE_CHECKING
+
 from aitestbed.host.role_templates import RoleTemplates
+
+if TYPE_CHECKING:
+    from aitestbed.host.inventory import Topology
 
 
 def access(topology: Topology) -> dict[str, str]:
