@@ -17,11 +17,11 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from aitestbed.host import systems
+from aitestbed.host import sshdconf, systems
 from aitestbed.host.inventory import load
 from aitestbed.host.systems import metis as metis_entry
 from aitestbed.host.systems.cerebras_pki import ClusterCA
-from aitestbed.metis import auth, config, identity, server, state, train
+from aitestbed.metis import auth, config, identity, node_setup, server, state, train
 from aitestbed.metis.client import MetisClient, MetisError
 from aitestbed.metis.gateway import Gateway
 from aitestbed.metis.tokens import ACCESS_TOKEN_SECONDS, SESSION_SECONDS, JsonTokenStore
@@ -101,6 +101,50 @@ def test_prepare_makes_the_ca_the_gateway_certificate_and_the_munge_key_once(tmp
 def test_prepare_makes_nothing_without_a_gateway(tmp_path):
     metis_entry.prepare(fake_state(tmp_path), load("alcf-2026-mini", ["groq"]))
     assert not list(tmp_path.rglob("*"))
+
+
+def test_publish_gives_the_gateway_exactly_the_active_users_enrolments(tmp_path):
+    tokens = {"alice": {"type": "mobilepass", "secret": "11" * 20},
+              "bob": {"type": "cryptocard", "secret": "22" * 20, "pin": "1234"},
+              "carol": {"type": "mobilepass", "secret": "33" * 20}}
+    state_ = fake_state(tmp_path)
+    state_.registry = lambda: SimpleNamespace(token=lambda name: tokens[name])
+    state_.write = lambda path, text: (path.parent.mkdir(parents=True, exist_ok=True),
+                                       path.write_text(text))
+    users = [{"name": n, "active": a} for n, a in (("alice", True), ("bob", True),
+                                                   ("carol", False))]
+    assert metis_entry.SYSTEM.publish is metis_entry.publish
+    metis_entry.publish(state_, load("alcf-2026-mini"), {"users": users})
+    directory = tmp_path / "nodes/metis-gw-01/metis/oath"
+    assert sorted(p.name for p in directory.iterdir()) == ["alice.oath", "bob.oath"]
+    assert (directory / "bob.oath").read_text() == sshdconf.oath_files(
+        {"bob": tokens["bob"]})["bob.oath"]  # the login nodes' own line
+    assert stat.S_IMODE((directory / "bob.oath").stat().st_mode) == 0o600
+    assert [p.parent.parent.parent.name for p in tmp_path.rglob("oath")] == ["metis-gw-01"]
+    users[1]["active"] = False  # bob offboarded: his enrolment goes
+    metis_entry.publish(state_, load("alcf-2026-mini"), {"users": users})
+    assert [p.name for p in directory.iterdir()] == ["alice.oath"]
+    other = tmp_path / "groq-only"
+    metis_entry.publish(fake_state(other), load("alcf-2026-mini", ["groq"]), {"users": users})
+    assert not other.exists()
+
+
+def test_node_setup_installs_the_enrolments_for_the_gateways_user(tmp_path):
+    source, dest = tmp_path / "source", tmp_path / "dest"
+    source.mkdir()
+    for name in ("alice", "bob"):
+        (source / f"{name}.oath").write_text(f"HOTP/T30/8\t{name}\t-\t{'11' * 20}\n")
+    node_setup.install_enrolments(source, dest)  # no directory: an image from before
+    assert not dest.exists()
+    dest.mkdir(mode=0o700)
+    (dest / "carol.oath").write_text("HOTP/T30/8\tcarol\t-\t00\n")  # offboarded since
+    node_setup.install_enrolments(source, dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["alice.oath", "bob.oath"]
+    for path in dest.iterdir():
+        assert path.read_text() == (source / path.name).read_text()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert (path.stat().st_uid, path.stat().st_gid) == (dest.stat().st_uid,
+                                                            dest.stat().st_gid)
 
 
 def test_the_roles_configuration_is_one_the_gateway_loads():

@@ -9,13 +9,18 @@ makes it at `up`; nothing of it is in an image):
                     https://inference-api.alcf.anl.gov; the Metis MUNGE domain's key
                     (/etc/munge/metis.key) and its munged (the metis-munge service)
   the gateway       its certificate and key (/etc/metis/tls/, root's only: the server reads
-                    them before it gives up root)
+                    them before it gives up root); the active users' passcode enrolments
+                    (metis/oath/<user>.oath, aitestbed.host.systems.metis.publish) in
+                    /etc/metis/oath, owned by the directory's owner (the gateway's user,
+                    roles/metis_gateway), exactly those: an offboarded user's goes. The
+                    account playbooks run this again after they publish the accounts.
   login nodes       /software/metis, a link to the image's token helper and README
 A node without the files (a cluster made before Metis) gets nothing and keeps running.
 """
 
 from __future__ import annotations
 
+import os
 import pwd
 import subprocess
 from pathlib import Path
@@ -27,6 +32,7 @@ SOURCE = "metis"  # common/metis and nodes/<node>/metis in the state directory
 TRUSTED_CA = Path("/usr/local/share/ca-certificates/aitestbed-metis-ca.crt")
 MUNGE_KEY = Path("/etc/munge/metis.key")
 TLS_DIR = Path("/etc/metis/tls")
+OATH_DIR = Path("/etc/metis/oath")  # roles/metis_gateway: metis_gateway_oath_dir
 SOFTWARE = Path("/software/metis")
 SOFTWARE_SOURCE = Path("/opt/metis/software")
 MUNGE_SERVICE = "metis-munge"
@@ -48,6 +54,20 @@ def munge_domain(key: Path) -> None:
     enable_services([MUNGE_SERVICE])
 
 
+def install_enrolments(source: Path, dest: Path = OATH_DIR) -> None:
+    """dest holds exactly source's <user>.oath files, 0600 and owned by dest's owner (the
+    gateway's user, who reads them). Nothing without dest (an image from before)."""
+    if not dest.is_dir():
+        return
+    owner = os.stat(dest)
+    wanted = {p.name for p in source.glob("*.oath") if p.is_file()}
+    for name in sorted(wanted):
+        install_file(source / name, dest / name, 0o600, owner.st_uid, owner.st_gid)
+    for path in dest.glob("*.oath"):
+        if path.name not in wanted:
+            path.unlink(missing_ok=True)
+
+
 def link_software() -> None:
     if SOFTWARE_SOURCE.is_dir() and not SOFTWARE.exists() and not SOFTWARE.is_symlink():
         SOFTWARE.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +86,8 @@ def main() -> None:
         TLS_DIR.chmod(0o700)
         install_file(own / "gateway.crt", TLS_DIR / "gateway.crt", 0o444)
         install_file(own / "gateway.key", TLS_DIR / "gateway.key", 0o400)
+    if (own / "oath").is_dir():
+        install_enrolments(own / "oath")
     if node.node_class == "login" and "/software" in node.mounts:
         link_software()
 

@@ -14,6 +14,10 @@ Debian's torch, the host's venv has not). Made per cluster at every `up` (prepar
                                gateway: the token helper proves who runs it with it)
   nodes/<gateway>/metis/       gateway.crt/.key: TLS for the docs' names, localhost and
                                127.0.0.1 (the port published for the host)
+and whenever the accounts are published (`up`, the account playbooks: publish):
+  nodes/<gateway>/metis/oath/  <user>.oath for each active user: the passcode enrolments
+                               the login nodes have (roles/sshd's oath-user.j2), which
+                               the device-code login checks (aitestbed.metis.otp)
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aitestbed.host import sshdconf
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.paths import project_root
 from aitestbed.host.sdk_artifacts import fresh_output, pinned_wheels
@@ -87,6 +92,27 @@ def prepare(state: ClusterState, topology: Topology) -> None:
     _munge_key(state.common_dir / "metis" / "munge.key")
 
 
+def publish(state: ClusterState, topology: Topology, accounts: dict) -> None:
+    """The gateway's copy of the active users' passcode enrolments (nodes/<gateway>/
+    metis/oath/), exactly those: an offboarded user's goes. Rendered from the same
+    template as the login nodes' (aitestbed.host.sshdconf); node_setup installs them."""
+    nodes = gateways(topology)
+    if not nodes:
+        return
+    registry = state.registry()
+    active = [u["name"] for u in accounts["users"] if u["active"]]
+    enrolments = sshdconf.oath_files({name: registry.token(name) for name in active})
+    for node in nodes:
+        directory = state.node_dir(node.name) / "metis" / "oath"
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for name, text in enrolments.items():
+            state.write(directory / name, text)
+            (directory / name).chmod(0o600)
+        for path in directory.iterdir():
+            if path.name not in enrolments:
+                path.unlink()
+
+
 SYSTEM = System(
     name="metis",
     title="SambaNova Metis (SN40L inference endpoints)",
@@ -100,4 +126,5 @@ SYSTEM = System(
                         "of wheels, downloaded once into build/downloads",
                         inputs=(str(CLIENT_REQUIREMENTS),)),),
     prepare=prepare,
+    publish=publish,
 )
