@@ -15,6 +15,7 @@ import threading
 import time
 import urllib.parse
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyotp
 import pytest
@@ -585,13 +586,15 @@ def test_an_admin_edit_waits_for_the_gateways_lock(gw):
     assert done == [1]
 
 
-def test_as_root_the_admin_becomes_the_stores_owner(tmp_path, monkeypatch):
+def test_as_root_the_admin_becomes_the_stores_owner(monkeypatch):
+    def directory(uid: int, gid: int):
+        return SimpleNamespace(stat=lambda: SimpleNamespace(st_uid=uid, st_gid=gid))
     monkeypatch.setattr(admin.os, "geteuid", lambda: 0)
-    st = tmp_path.stat()
-    expected = (st.st_uid, st.st_gid) if st.st_uid != 0 else None
-    assert admin.become_owner(tmp_path) == expected
+    assert admin.become_owner(directory(9902, 9903)) == (9902, 9903)  # the gateway's user
+    assert admin.become_owner(directory(0, 0)) is None  # root's: stay root
+    assert admin.become_owner(Path("/nonexistent/state")) is None
     monkeypatch.setattr(admin.os, "geteuid", lambda: 1000)
-    assert admin.become_owner(tmp_path) is None
+    assert admin.become_owner(directory(9902, 9903)) is None  # not root: nothing to drop
 
 
 # --- the passcode check itself ---------------------------------------------------------------
@@ -625,6 +628,20 @@ def test_check_takes_a_code_once_and_only_with_its_pin():
     assert otp.check(None, "1294287082", 59, None).reason == otp.NOT_ENROLLED
     assert otp.check(enrolment, "12" + "94287082", 59 + 30, None).ok  # one step late
     assert not otp.check(enrolment, "12" + "94287082", 59 + 60, None).ok  # two
+
+
+def test_an_enrolment_is_looked_up_by_account_name_never_by_path(tmp_path):
+    (tmp_path / "oath").mkdir()
+    (tmp_path / "evil.oath").write_text(f"HOTP/T30/8\t../evil\t-\t{'11' * 20}\n")
+    passcodes = otp.Passcodes(tmp_path / "oath")
+    assert passcodes.enrolment("../evil") is None
+    assert passcodes.verify("../evil", otp.hotp(bytes.fromhex("11" * 20), 0, 8), 1).reason \
+        == otp.NOT_ENROLLED
+
+
+def test_the_page_escapes_its_message_too():
+    page = device.page("A", "b", message="<b>bold</b>")
+    assert "<b>" not in page and "&lt;b&gt;bold" in page
 
 
 def test_the_roles_configuration_reads_the_gateways_own_enrolments():
