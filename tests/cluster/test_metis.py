@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 
 import pytest
@@ -153,3 +154,81 @@ def test_on_a_login_node_pip_installs_the_docs_packages_and_their_example_runs(t
         "print('answered', r.model, r.usage.completion_tokens)\n"
         "PY"), timeout=300)
     assert "answered gemma-4-31B-it" in out, out
+# --- the device-code login and the admin's ageing (docs/metis.md, Tokens) ---------------------
+GATEWAY = "metis-gw-01"
+ADMIN = "/opt/aitestbed/venv/bin/python -m aitestbed.metis.admin"
+
+
+def admin(c: Cluster, *args: str) -> dict:
+    """The admin command on the gateway node, as root (what the host runs with docker exec)."""
+    result = c.host(GATEWAY).run(f"{ADMIN} {' '.join(args)}")
+    assert result.rc == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_gateway_has_the_users_enrolments_for_its_own_user(testbed):
+    gateway = testbed.host(GATEWAY)
+    owner = gateway.run("stat -c '%U %a' /etc/metis/oath /etc/metis/oath/learner.oath")
+    assert owner.stdout.split("\n")[:2] == ["metis 700", "metis 600"], owner.stdout
+    assert gateway.run("test -e /etc/metis/oath/root.oath").rc != 0
+    config = gateway.run("cat /etc/metis/gateway.yml").stdout
+    assert "oath_users: /etc/metis/oath" in config
+
+
+def test_a_device_code_login_with_the_users_passcode(testbed):
+    from aitestbed.host import passcode  # noqa: PLC0415
+
+    run(testbed, "cd ~ && rm -f device.out && (setsid nohup python3 inference_auth_token.py "
+                 "authenticate --device --force </dev/null >device.out 2>&1 &) && sleep 3")
+    shown = run(testbed, "cat ~/device.out")
+    assert "Please go to https://inference-api.alcf.anl.gov/auth/device/verify and enter " \
+           "the code " in shown, shown
+    user_code = shown.split("enter the code ")[1].split()[0]
+    # one passcode for this test (the gateway takes each code once: a new step's)
+    time.sleep(passcode.seconds_left() + 1)
+    typed = passcode.typed(passcode.token_of(testbed.state, "learner"))
+    body = json.dumps({"user_code": user_code, "username": "learner", "passcode": typed})
+    approved = json.loads(run(testbed, (
+        "curl -sS -X POST https://inference-api.alcf.anl.gov/auth/device/verify "
+        f"-H 'Content-Type: application/json' -d '{body}'")))
+    assert approved == {"status": "approved", "user": "learner", "user_code": user_code}
+    again = json.loads(run(testbed, (
+        "curl -sS -X POST https://inference-api.alcf.anl.gov/auth/device/verify "
+        f"-H 'Content-Type: application/json' -d '{body}'")))
+    assert again["error"]["code"] == "invalid_user_code"  # used
+    for _ in range(30):  # the helper polls every 5 s
+        out = run(testbed, "cat ~/device.out")
+        if "Authenticated as learner" in out:
+            break
+        time.sleep(1)
+    assert "Authenticated as learner" in out, out
+    assert run(testbed, f"cd ~ && {HELPER} get_access_token").strip().startswith("Agm")
+
+
+def test_admin_ageing_rehearses_expiry_and_re_authentication(testbed):
+    run(testbed, f"cd ~ && {HELPER} authenticate --force")
+    old = run(testbed, f"cd ~ && {HELPER} get_access_token").strip()
+    listed = admin(testbed, "list", "--user", "learner")
+    assert old not in json.dumps(listed)
+    assert {t["kind"] for t in listed["tokens"] if t["live"]} == {"access", "refresh"}
+    aged = admin(testbed, "age", "--user", "learner", "--seconds", str(48 * 3600))
+    assert aged["aged"] >= 1
+    expired = json.loads(run(testbed, (
+        f"curl -sS '{API}/metis/api/v1/models' -H 'Authorization: Bearer {old}'")))
+    assert expired["error"]["message"].startswith("Access token expired")
+    fresh = run(testbed, f"cd ~ && {HELPER} get_access_token").strip()
+    assert fresh != old
+    models = json.loads(run(testbed, (
+        f"curl -sS '{API}/metis/api/v1/models' -H 'Authorization: Bearer {fresh}'")))
+    assert models["object"] == "list"
+    admin(testbed, "age", "--user", "learner", "--seconds", str(7 * 24 * 3600), "--session")
+    rc, out = testbed.run(LOGIN, f"cd ~ && {HELPER} get_access_token")
+    assert rc == 1 and "re-authentication is required every 7 days" in out, out
+    run(testbed, f"cd ~ && {HELPER} authenticate --force")  # MUNGE: nothing to type here
+    assert admin(testbed, "revoke", "--user", "learner")["revoked"] >= 2
+    rc, out = testbed.run(LOGIN, f"cd ~ && {HELPER} get_access_token")
+    assert rc == 1 and "refresh token is not valid" in out, out
+    bad = testbed.host(GATEWAY).run(f"{ADMIN} age --user learner --seconds -1")
+    assert bad.rc == 2 and "positive number" in bad.stderr
+    owner = testbed.host(GATEWAY).run("stat -c %U /var/lib/metis/state/tokens.json")
+    assert owner.stdout.strip() == "metis"  # the admin worked as the gateway's user
