@@ -257,7 +257,11 @@ def _introspect(settings: dict, token: str) -> dict | None:
         info = _post(settings, {"token": token}, path="/auth/introspect")
     except AuthError:
         return None
-    return info if isinstance(info.get("active"), bool) else None
+    exp = info.get("exp", 0)
+    if not isinstance(info.get("active"), bool) or isinstance(exp, bool) \
+            or not isinstance(exp, int | float):
+        return None
+    return info
 
 
 def get_access_token(env=None, now: float | None = None) -> str:
