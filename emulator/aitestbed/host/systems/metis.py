@@ -32,13 +32,13 @@ from aitestbed.host.errors import AitestbedError
 from aitestbed.host.paths import project_root
 from aitestbed.host.sdk_artifacts import fresh_output, pinned_wheels
 from aitestbed.host.systems import cerebras_pki
+from aitestbed.host.systems.metis_access import GATEWAY_CLASS, metis_cmd
 from aitestbed.host.systems.model import Artifact, System
 
 if TYPE_CHECKING:
     from aitestbed.host.inventory import Topology
     from aitestbed.host.state import ClusterState
 
-GATEWAY_CLASS = "metis_gateway"
 CA_NAME = "aitestbed-metis-ca"
 # The docs' names come first: the certificate's subject is the first.
 SERVICE_NAMES = ("inference-api.alcf.anl.gov", "metis.alcf.anl.gov", "inference.alcf.anl.gov")
@@ -126,5 +126,6 @@ SYSTEM = System(
                         "of wheels, downloaded once into build/downloads",
                         inputs=(str(CLIENT_REQUIREMENTS),)),),
     prepare=prepare,
+    commands=(metis_cmd,),
     publish=publish,
 )

@@ -71,3 +71,5 @@ class System:
     # After the accounts are published (the users' credentials): the resolved accounts.
     publish: Callable[[ClusterState, Topology, dict], None] | None = None
     guide: ModuleType | None = None
+    # `aitestbed <group>` commands of its own (click commands: Metis's `metis`).
+    commands: tuple = ()
