@@ -264,8 +264,7 @@ def test_from_the_host_a_token_by_device_code_then_aged_and_revoked(testbed):
     run(testbed, f"cd ~ && cp /software/metis/inference_auth_token.py ~/ && {HELPER} "
                  "authenticate --force")
     listed = json.loads(testbed.cli("metis", "tokens").stdout)
-    assert listed and all("sha256" not in json.dumps(t) or True for t in listed)
-    assert env["OPENAI_API_KEY"] not in json.dumps(listed)
+    assert listed and env["OPENAI_API_KEY"] not in json.dumps(listed)  # never a token
     testbed.cli("metis", "age")  # 48 h: every access token of the user expired
     assert models(env["OPENAI_API_KEY"]) == 401
     fresh = run(testbed, f"cd ~ && {HELPER} get_access_token").strip().splitlines()[-1]
