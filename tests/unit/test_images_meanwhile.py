@@ -72,3 +72,27 @@ def test_with_the_os_layer_present_nothing_is_built_meanwhile(fake, monkeypatch)
     monkeypatch.setattr(images, "_build_node_os", lambda *a, **k: pytest.fail("built"))
     assert images.ensure_class_images(object(), CLASSES)["login"] == "t/login:os0"
     assert not started.is_set()
+
+
+def test_class_images_are_pulled_side_by_side(monkeypatch):
+    monkeypatch.setenv("AITESTBED_REGISTRY", "127.0.0.1:5000/t")
+    together = threading.Barrier(3, timeout=10)
+
+    def pull(name):
+        together.wait()  # breaks (BrokenBarrierError) unless three pulls run at once
+        return name != "cs2"
+
+    assert images.pull_side_by_side(pull, ["login", "cs2", "ipu_node"]) == {
+        "login": True, "cs2": False, "ipu_node": True}
+
+
+def test_a_pull_that_fails_is_the_error(monkeypatch):
+    monkeypatch.setenv("AITESTBED_REGISTRY", "127.0.0.1:5000/t")
+
+    def pull(name):
+        if name == "cs2":
+            raise AitestbedError("registry 127.0.0.1:5000/t refused: unauthorized")
+        return True
+
+    with pytest.raises(AitestbedError, match="unauthorized"):
+        images.pull_side_by_side(pull, ["login", "cs2"])

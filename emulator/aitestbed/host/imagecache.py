@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -433,6 +434,7 @@ def pull(client: docker.DockerClient, where: str, classes: Classes) -> list[str]
     node_os = one(images.node_os_tag(client, images.base_image()))
     pulled.append(node_os)
     inputs = images.class_inputs(client, node_os)
-    pulled += [one(images.class_tag(client, node_os, c, s, inputs))
-               for c, s in sorted(classes.items())]
+    tags = [images.class_tag(client, node_os, c, s, inputs) for c, s in sorted(classes.items())]
+    with ThreadPoolExecutor(max_workers=images.PULLS_AT_ONCE) as pool:  # as `up` pulls them
+        pulled += list(pool.map(one, tags))
     return pulled
