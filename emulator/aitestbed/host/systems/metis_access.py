@@ -132,34 +132,50 @@ def _said(answer: dict) -> str:
     return str(answer.get("error_description") or err or answer)
 
 
-def token(state: ClusterState, user: str) -> dict:
+def token(state: ClusterState, user: str, on_wait=None) -> dict:
     """A new session of `user` (access_token, refresh_token, expires_in, ...), by the
     device code completed with the user's passcode; an unknown or offboarded user, or a
-    gateway that refuses, is one clear error."""
+    gateway that refuses, is one clear error. The gateway takes each passcode once: when
+    this step's and the next step's were both used (a second token within half a minute),
+    it waits for a fresh step (`on_wait(seconds)` says so) and asks again."""
     end = endpoint(state)
     enrolment = passcode.token_of(state, user)
-    status, offer = _post(end, "/auth/device", {"client_id": "aitestbed"})
-    if status != 200 or "device_code" not in offer:
-        raise AitestbedError(f"the gateway gave no device code ({status}): {_said(offer)}")
-    ahead = 0
-    while True:
-        typed = passcode.typed(enrolment, time.time() + ahead * passcode.STEP)
-        status, answer = _post(end, "/auth/device/verify", {
-            "user_code": offer["user_code"], "username": user, "passcode": typed})
-        if status == 200:
+    for attempt in range(2):
+        status, offer = _post(end, "/auth/device", {"client_id": "aitestbed"})
+        if status != 200 or "device_code" not in offer:
+            raise AitestbedError(f"the gateway gave no device code ({status}): "
+                                 f"{_said(offer)}")
+        if _complete(end, offer["user_code"], user, enrolment):
             break
-        code = (answer.get("error") or {}).get("code") if isinstance(
-            answer.get("error"), dict) else answer.get("error")
-        if code == "passcode_replayed" and ahead == 0:
-            ahead = 1  # this step's code was used: the next one, which the window takes
-            continue
-        raise AitestbedError(f"the gateway refused {user}'s passcode ({status}): "
-                             f"{_said(answer)}")
+        if attempt:
+            raise AitestbedError(f"the gateway refused {user}'s passcodes as used ones")
+        wait = passcode.STEP * 2 - time.time() % passcode.STEP  # past the step tried ahead
+        if on_wait:
+            on_wait(wait)
+        time.sleep(wait)
     status, session = _post(end, "/auth/token", {"grant_type": DEVICE_GRANT,
                                                  "device_code": offer["device_code"]})
     if status != 200 or "access_token" not in session:
         raise AitestbedError(f"the gateway gave no tokens ({status}): {_said(session)}")
     return session
+
+
+def _complete(end: Endpoint, user_code: str, user: str, enrolment: dict) -> bool:
+    """The device code completed with this step's passcode, else the next step's (the
+    gateway's window takes it); False when both were used already."""
+    now = time.time()
+    for ahead in (0, 1):
+        typed = passcode.typed(enrolment, now + ahead * passcode.STEP)
+        status, answer = _post(end, "/auth/device/verify", {
+            "user_code": user_code, "username": user, "passcode": typed})
+        if status == 200:
+            return True
+        err = answer.get("error")
+        code = err.get("code") if isinstance(err, dict) else err
+        if code != "passcode_replayed":
+            raise AitestbedError(f"the gateway refused {user}'s passcode ({status}): "
+                                 f"{_said(answer)}")
+    return False
 
 
 # --- rehearsing expiry (the gateway's own admin command, on its node) -------------------
@@ -191,6 +207,11 @@ def _user(state: ClusterState, user: str | None) -> str:
 def _provider(ctx: click.Context, state: ClusterState):
     """The cluster's provider, as the CLI gives it (ctx.obj)."""
     return ctx.obj["provider_of"](state)
+
+
+def _waiting(seconds: float) -> None:
+    click.echo(f"aitestbed: this passcode and the next were used already: waiting "
+               f"{seconds:.0f} s for a fresh one", err=True)
 
 
 @click.group("metis")
@@ -230,7 +251,7 @@ def metis_env(ctx: click.Context, with_token: bool, user: str | None) -> None:
     state = _state(ctx)
     values = endpoint(state).environment()
     if with_token:
-        values["OPENAI_API_KEY"] = token(state, _user(state, user))["access_token"]
+        values["OPENAI_API_KEY"] = token(state, _user(state, user), _waiting)["access_token"]
     for key, value in values.items():
         click.echo(f"export {key}={shlex.quote(value)}")
 
@@ -244,7 +265,7 @@ def metis_token(ctx: click.Context, user: str | None, as_json: bool) -> None:
     """A new access token of USER (48 hours), as the docs' helper gets one: a device code
     completed with the user's current passcode."""
     state = _state(ctx)
-    session = token(state, _user(state, user))
+    session = token(state, _user(state, user), _waiting)
     click.echo(json.dumps(session, indent=2) if as_json else session["access_token"])
 
 
