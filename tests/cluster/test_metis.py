@@ -277,3 +277,28 @@ def test_from_the_host_a_token_by_device_code_then_aged_and_revoked(testbed):
         run(testbed, f"cd ~ && {HELPER} authenticate --force")
     refused = testbed.cli("metis", "age", "--user", "nobody-here", check=False)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
+
+
+def test_a_projects_tests_use_the_plugins_metis_fixture(testbed, tmp_path):
+    """CI: a project's own test, run by pytest with the aitestbed plugin against this
+    cluster, gets the gateway and a token from the `metis` fixture and calls it with the
+    real openai package."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_agent.py").write_text(
+        "from openai import OpenAI\n\n\n"
+        "def test_agent(metis, monkeypatch):\n"
+        "    for key, value in metis.environment.items():\n"
+        "        monkeypatch.setenv(key, value)  # OPENAI_*, SSL_CERT_FILE\n"
+        "    client = OpenAI()\n"
+        "    answer = client.chat.completions.create(model='gpt-oss-120b', max_tokens=4,\n"
+        "        messages=[{'role': 'user', 'content': 'hi'}])\n"
+        "    assert answer.usage.completion_tokens > 0\n"
+        "    assert metis.environment['OPENAI_API_KEY'] == metis.token\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         f"--aitestbed-cluster={testbed.name}", str(tmp_path / "test_agent.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "1 passed" in result.stdout

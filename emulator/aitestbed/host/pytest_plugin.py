@@ -7,11 +7,20 @@ scripts on the testbed.
 `testbed` (session scope) uses the running cluster named by --aitestbed-cluster or
 AITESTBED_CLUSTER; without one it brings up a mini cluster of its own with the systems
 of --aitestbed-systems / AITESTBED_SYSTEMS / the `aitestbed_systems` ini value (default:
-every system) and destroys it at the end of the session. `testbed.run(...)` returns
-what `aitestbed run --json` prints, as a RunReport.
+every system of the `mini` profile; with a system only today's profile has, such as
+metis, `alcf-2026-mini`) and destroys it at the end of the session. `testbed.run(...)`
+returns what `aitestbed run --json` prints, as a RunReport.
+
+A system's own fixtures come from its registry entry (`System.pytest_plugin`): Metis's
+`metis` (aitestbed.host.systems.metis_pytest) gives the gateway on 127.0.0.1 and a token:
+
+    def test_agent(metis, monkeypatch):
+        for key, value in metis.environment.items():  # OPENAI_BASE_URL, OPENAI_API_KEY,
+            monkeypatch.setenv(key, value)              # SSL_CERT_FILE, ...
+        client = OpenAI()
 
 Imports of the host code happen when the fixture is used: a test session that does
-not ask for `testbed` pays nothing for the plugin.
+not ask for `testbed` pays only for reading the registry.
 """
 
 from __future__ import annotations
@@ -23,6 +32,9 @@ from pathlib import Path
 import pytest
 
 from aitestbed.host import systems as system_registry
+
+# each system's fixtures (the registry's pytest_plugin modules), loaded with this plugin
+pytest_plugins = system_registry.pytest_plugins()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,6 +81,17 @@ class Testbed:
         return jobrun.run(self.name, options)
 
 
+def session_profile(wanted: list[str] | None) -> str:
+    """The mini profile that has every wanted system: `mini`, else today's
+    `alcf-2026-mini` (Metis, the GroqRack under OpenPBS)."""
+    from aitestbed.host.inventory import load
+
+    for profile in ("mini", "alcf-2026-mini"):
+        if wanted and set(wanted) <= set(load(profile).systems):
+            return profile
+    return "mini"
+
+
 @pytest.fixture(scope="session")
 def testbed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     from aitestbed.host import lifecycle
@@ -86,7 +109,8 @@ def testbed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
                or config.getini("aitestbed_systems") or None)
     name = f"pytest-{uuid.uuid4().hex[:6]}"
     try:
-        lifecycle.up(name, "mini", parse_systems(systems), practice_user_name(), wait=True,
+        wanted = parse_systems(systems)
+        lifecycle.up(name, session_profile(wanted), wanted, practice_user_name(), wait=True,
                      timeout=900)
     except AitestbedError as err:
         lifecycle.destroy(name)

@@ -34,7 +34,7 @@ from aitestbed.host.systems.model import (
 
 __all__ = ["Artifact", "BuildContext", "NodeLike", "RunTarget", "System", "artifact_inputs",
            "artifacts", "common_artifacts", "configuring", "describe", "every", "get",
-           "names", "of", "registry", "run_targets"]
+           "names", "of", "pytest_plugins", "registry", "run_targets"]
 
 
 def _entries() -> tuple[System, ...]:
@@ -93,6 +93,11 @@ def artifact_inputs() -> list[str]:
 def commands() -> list:
     """The systems' own `aitestbed` commands (click), in the registry's order."""
     return [c for s in every() for c in s.commands]
+
+
+def pytest_plugins() -> list[str]:
+    """The systems' pytest fixture modules (host/pytest_plugin loads them)."""
+    return [s.pytest_plugin for s in every() if s.pytest_plugin]
 
 
 def run_targets() -> dict[str, RunTarget]:

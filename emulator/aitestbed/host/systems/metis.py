@@ -127,5 +127,6 @@ SYSTEM = System(
                         inputs=(str(CLIENT_REQUIREMENTS),)),),
     prepare=prepare,
     commands=(metis_cmd,),
+    pytest_plugin="aitestbed.host.systems.metis_pytest",
     publish=publish,
 )

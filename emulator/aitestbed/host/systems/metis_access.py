@@ -178,6 +178,25 @@ def _complete(end: Endpoint, user_code: str, user: str, enrolment: dict) -> bool
     return False
 
 
+@dataclass(frozen=True)
+class Access:
+    """What a program on the host needs to call the gateway as a user."""
+
+    base_url: str
+    ca: Path
+    token: str
+    environment: dict  # OPENAI_BASE_URL, OPENAI_API_KEY, SSL_CERT_FILE, ... for a subprocess
+
+
+def access(state: ClusterState, user: str | None = None) -> Access:
+    """The published gateway and a new access token of USER (default: the practice user),
+    as `aitestbed metis env --token` gives them."""
+    end = endpoint(state)
+    session = token(state, user or state.load().user)
+    return Access(end.base_url, end.ca, session["access_token"],
+                  {**end.environment(), "OPENAI_API_KEY": session["access_token"]})
+
+
 # --- rehearsing expiry (the gateway's own admin command, on its node) -------------------
 def admin(state: ClusterState, provider, *args: str) -> object:
     """Run aitestbed.metis.admin on the gateway node; its JSON answer."""

@@ -73,3 +73,5 @@ class System:
     guide: ModuleType | None = None
     # `aitestbed <group>` commands of its own (click commands: Metis's `metis`).
     commands: tuple = ()
+    # A module of pytest fixtures for projects' tests (loaded by host/pytest_plugin).
+    pytest_plugin: str = ""
