@@ -141,6 +141,7 @@ bench: dev engine
 	$(BIN)/python tests/bench/bench_onboarding.py
 	$(BIN)/python tests/bench/bench_ci.py
 	$(BIN)/python tests/bench/bench_images.py
+	$(BIN)/python tests/bench/bench_registry_up.py
 	$(BIN)/python tests/bench/bench_first_contact.py
 	$(BIN)/python tests/bench/bench_metis.py
 	$(BIN)/python tests/bench/bench_classroom_page.py
