@@ -250,6 +250,10 @@ def test_make_release_images_pushes_every_class_and_a_subset_pulls_from_it(
         assert got["login"] == images.class_tag(client, node_os, "login", classes["login"])
         assert {c: client.images.get(t).id for c, t in got.items()} == {
             c: made[images.class_tag(client, node_os, c, classes[c])] for c in subset}
+        for tag in set(got.values()):  # `images pull` of the subset: the same images
+            client.images.remove(tag, noprune=True)
+        pulled = imagecache.pull(client, f"{address}/release", subset)
+        assert set(got.values()) <= set(pulled)
     finally:
         for image_id in made.values():
             try:

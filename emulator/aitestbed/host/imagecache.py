@@ -434,7 +434,23 @@ def pull(client: docker.DockerClient, where: str, classes: Classes) -> list[str]
     node_os = one(images.node_os_tag(client, images.base_image()))
     pulled.append(node_os)
     inputs = images.class_inputs(client, node_os)
-    tags = [images.class_tag(client, node_os, c, s, inputs) for c, s in sorted(classes.items())]
+
+    def one_class(item: tuple[str, Sequence[str]]) -> str:
+        """The class's image, else (a subset's) the profile's image that covers it, as
+        `up` would take it (images.covering): a release pushes the profiles' images."""
+        node_class, carried = item
+        tag = images.class_tag(client, node_os, node_class, carried, inputs)
+        for candidate in [tag, *images.covering_tags(client, node_os, inputs, node_class,
+                                                     carried)]:
+            started = time.monotonic()
+            if registry.pull_as(client, where, candidate):
+                images.say(f"pulled {candidate} in {time.monotonic() - started:.0f} s")
+                return candidate
+        raise AitestbedError(
+            f"registry {where} has no {registry.remote_name(where, tag)} (nor an image of "
+            f"{node_class} that covers its systems): push this checkout's images first "
+            f"(aitestbed images push --registry {where})")
+
     with ThreadPoolExecutor(max_workers=images.PULLS_AT_ONCE) as pool:  # as `up` pulls them
-        pulled += list(pool.map(one, tags))
+        pulled += list(pool.map(one_class, sorted(classes.items())))
     return pulled

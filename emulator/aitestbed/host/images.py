@@ -97,17 +97,23 @@ def profile_class_systems() -> list[dict[str, tuple[str, ...]]]:
             for path in sorted((project_root() / "inventory").glob("*.yml"))]
 
 
+def covering_tags(client: docker.DockerClient, node_os: str, inputs: str, node_class: str,
+                  wanted: Sequence[str]) -> list[str]:
+    """The tags of the profiles' images of a class that carry these systems and more (a
+    release pushes those), fewest systems first: what a subset's nodes may run from."""
+    supersets = sorted({carried for profile in profile_class_systems()
+                        if (carried := profile.get(node_class)) is not None
+                        and set(wanted) < set(carried)}, key=lambda c: (len(c), c))
+    return [class_tag(client, node_os, node_class, carried, inputs) for carried in supersets]
+
+
 def _covering_from_registry(client: docker.DockerClient, node_os: str, inputs: str,
                             node_class: str, wanted: Sequence[str]) -> str | None:
     """A subset's class image absent from AITESTBED_REGISTRY: a profile's image of that
     class carrying these systems and more (the fewest), pulled from there instead."""
     if not os.environ.get("AITESTBED_REGISTRY"):
         return None
-    supersets = sorted({carried for profile in profile_class_systems()
-                        if (carried := profile.get(node_class)) is not None
-                        and set(wanted) < set(carried)}, key=lambda c: (len(c), c))
-    for carried in supersets:
-        tag = class_tag(client, node_os, node_class, carried, inputs)
+    for tag in covering_tags(client, node_os, inputs, node_class, wanted):
         if _from_registry(client, tag):
             return tag
     return None
