@@ -45,6 +45,21 @@ def phases(output: str) -> list[str]:
     return [ln for ln in output.splitlines() if keep.search(ln) and "task" not in ln][:40]
 
 
+def cluster_up(user: str, env: dict[str, str], name: str, options: str, label: str,
+               target: str) -> int:
+    """`make cluster-up` as the user, timed and its phases printed; then destroyed."""
+    took, out, rc = as_user(user, f"make cluster-up {options} NAME={name}".replace("  ", " "),
+                            env)
+    print(f"{label}: {took / 60:.1f} min" + (f" ({target})" if target else "")
+          + ("" if rc == 0 else " FAILED"))
+    for line in phases(out):
+        print(f"    {line}")
+    if rc:
+        print(out[-3000:])
+    as_user(user, f".venv/bin/aitestbed --name {name} destroy", env)
+    return rc
+
+
 def main() -> None:
     if os.getuid() != 0:
         print("bench: first contact skipped: run as root (it makes a user in `docker`)")
@@ -66,31 +81,15 @@ def main() -> None:
         print(f"make venv (fresh user, no pip cache): {took:.0f} s" + ("" if rc == 0 else
               f" FAILED\n{out[-2000:]}"))
         if os.environ.get("BENCH_FIRST") == "alcf":  # the default profile from nothing
-            took, out, rc = as_user(user, "make cluster-up NAME=fresh-alcf", env)
-            print(f"make cluster-up (the default profile, alcf), nothing built before: "
-                  f"{took / 60:.1f} min (target <= 10 min)" + ("" if rc == 0 else " FAILED"))
-            for line in phases(out):
-                print(f"    {line}")
-            if rc:
-                print(out[-3000:])
-            as_user(user, ".venv/bin/aitestbed --name fresh-alcf destroy", env)
+            cluster_up(user, env, "fresh-alcf", "", "make cluster-up (the default profile, "
+                       "alcf), nothing built before", "target <= 10 min")
             return
-        took, out, rc = as_user(user, "make cluster-up PROFILE=mini SYSTEMS=graphcore "
-                                "NAME=fresh-mini", env)
-        print(f"make cluster-up PROFILE=mini SYSTEMS=graphcore, nothing built before: "
-              f"{took / 60:.1f} min (target <= 6 min)" + ("" if rc == 0 else " FAILED"))
-        for line in phases(out):
-            print(f"    {line}")
-        if rc:
-            print(out[-3000:])
-        as_user(user, ".venv/bin/aitestbed --name fresh-mini destroy", env)
+        rc = cluster_up(user, env, "fresh-mini", "PROFILE=mini SYSTEMS=graphcore",
+                        "make cluster-up PROFILE=mini SYSTEMS=graphcore, nothing built "
+                        "before", "target <= 6 min")
         if os.environ.get("BENCH_FULL") == "1" and rc == 0:
-            took, out, rc = as_user(user, "make cluster-up NAME=fresh-alcf", env)
-            print(f"then make cluster-up (profile alcf), its base and OS layer made: "
-                  f"{took / 60:.1f} min" + ("" if rc == 0 else " FAILED"))
-            if rc:
-                print(out[-3000:])
-            as_user(user, ".venv/bin/aitestbed --name fresh-alcf destroy", env)
+            cluster_up(user, env, "fresh-alcf", "", "then make cluster-up (profile alcf), its "
+                       "base and OS layer made", "")
     finally:
         uid = subprocess.run(["id", "-u", user], capture_output=True, text=True,
                              check=False).stdout.strip()

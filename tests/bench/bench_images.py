@@ -13,6 +13,7 @@ The machine's own engine only gains and loses the registry's names for a moment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -20,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -34,6 +37,32 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def local_registry(work: Path) -> Iterator[str]:
+    """Debian's docker-registry on 127.0.0.1 (storage under `work`) while `with` lasts,
+    answering when it is given: its HOST:PORT/bench."""
+    port = free_port()
+    config = work / "registry.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+                      f"    rootdirectory: {work / 'registry'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    registry = subprocess.Popen([REGISTRY, "serve", str(config)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1).close()
+                break
+            except OSError:
+                if registry.poll() is not None:
+                    sys.exit(f"bench: docker-registry exited ({registry.returncode})")
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}/bench"
+    finally:
+        registry.terminate()
+        registry.wait(timeout=30)
 
 
 class ColdEngine:
@@ -110,16 +139,7 @@ def main() -> None:
                 ", ".join(imagecache.missing(cold, classes)) or "nothing")
 
         if Path(REGISTRY).exists():
-            port = free_port()
-            config = work / "registry.yml"
-            config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-                              f"    rootdirectory: {work / 'registry'}\n"
-                              f"http:\n  addr: 127.0.0.1:{port}\n")
-            registry = subprocess.Popen([REGISTRY, "serve", str(config)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                time.sleep(1)
-                where = f"127.0.0.1:{port}/bench"
+            with local_registry(work) as where:
                 started = time.monotonic()
                 imagecache.push(client, where, classes)
                 figures["push (s)"] = f"{time.monotonic() - started:.0f}"
@@ -129,9 +149,6 @@ def main() -> None:
                     figures["pull into a cold engine (s)"] = f"{time.monotonic() - started:.0f}"
                     figures["`up` would build after the pull"] = (
                         ", ".join(imagecache.missing(cold, classes)) or "nothing")
-            finally:
-                registry.terminate()
-                registry.wait(timeout=30)
         else:
             figures["push / pull"] = "skipped: Debian's docker-registry is not installed"
     finally:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_images import REGISTRY, ColdEngine, free_port  # noqa: E402
+from bench_images import REGISTRY, ColdEngine, local_registry  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 AITESTBED = [sys.executable, "-m", "aitestbed.cli"]
@@ -59,56 +59,51 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="bench-regup-", dir=os.environ.get("BENCH_DIR")))
     figures: dict[str, str] = {}
-    port = free_port()
-    config = work / "registry.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-                      f"    rootdirectory: {work / 'registry'}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
-    registry = subprocess.Popen([REGISTRY, "serve", str(config)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    where = f"127.0.0.1:{port}/bench"
     try:
-        time.sleep(1)
-        for scenario in SCENARIOS:
-            started = time.monotonic()
-            pushed = aitestbed("images", "push", "--registry", where, *scenario_args(scenario))
-            if pushed.returncode:
-                sys.exit(f"bench: push failed:\n{pushed.stderr[-2000:]}")
-            figures[f"push {scenario} (s)"] = f"{time.monotonic() - started:.0f}"
-        for scenario in SCENARIOS:
-            name = f"benchreg-{uuid.uuid4().hex[:6]}"
-            engine = ColdEngine(work / f"cold-{name}")
-            with engine:
-                env = {**os.environ, "DOCKER_HOST": engine.socket}
-                started = time.monotonic()
-                pulled = aitestbed("images", "pull", "--registry", where,
-                                   *scenario_args(scenario), env=env)
-                pull = time.monotonic() - started
-            if pulled.returncode:
-                sys.exit(f"bench: pull failed:\n{pulled.stderr[-2000:]}")
-            env = {**os.environ, "AITESTBED_USER": "learner",
-                   "XDG_STATE_HOME": str(work / "state")}
-            started = time.monotonic()
-            up = aitestbed("--name", name, "up", *scenario_args(scenario), env=env)
-            took = time.monotonic() - started
-            target = 90 if scenario.partition(":")[2] else 180
-            figures[f"pull {scenario} into a cold engine (s)"] = f"{pull:.0f}"
-            if up.returncode:
-                figures[f"up {scenario}, images present"] = (
-                    f"FAILED after {took:.0f} s: {up.stderr.strip().splitlines()[-1:]}")
-            else:
-                figures[f"up {scenario}, images present (s)"] = f"{took:.0f}"
-                figures[f"from the registry on a fresh engine, {scenario} (s)"] = (
-                    f"{pull + took:.0f}   (target <= {target})")
-            aitestbed("--name", name, "destroy", env=env)
-            print(*(f"  {k}: {v}" for k, v in figures.items()), sep="\n", flush=True)
+        with local_registry(work) as where:
+            _scenarios(work, where, figures)
     finally:
-        registry.terminate()
-        registry.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
     print(f"\naitestbed: up from a registry on a fresh engine ({os.cpu_count()} cores)")
     for label, value in figures.items():
         print(f"  {label:<56} {value}")
+
+
+def _scenarios(work: Path, where: str, figures: dict[str, str]) -> None:
+    """Push every scenario's images, then each: pull into a cold engine, up, destroy."""
+    for scenario in SCENARIOS:
+        started = time.monotonic()
+        pushed = aitestbed("images", "push", "--registry", where, *scenario_args(scenario))
+        if pushed.returncode:
+            sys.exit(f"bench: push failed:\n{pushed.stderr[-2000:]}")
+        figures[f"push {scenario} (s)"] = f"{time.monotonic() - started:.0f}"
+    for scenario in SCENARIOS:
+        name = f"benchreg-{uuid.uuid4().hex[:6]}"
+        engine = ColdEngine(work / f"cold-{name}")
+        with engine:
+            env = {**os.environ, "DOCKER_HOST": engine.socket}
+            started = time.monotonic()
+            pulled = aitestbed("images", "pull", "--registry", where,
+                               *scenario_args(scenario), env=env)
+            pull = time.monotonic() - started
+        if pulled.returncode:
+            sys.exit(f"bench: pull failed:\n{pulled.stderr[-2000:]}")
+        env = {**os.environ, "AITESTBED_USER": "learner",
+               "XDG_STATE_HOME": str(work / "state")}
+        started = time.monotonic()
+        up = aitestbed("--name", name, "up", *scenario_args(scenario), env=env)
+        took = time.monotonic() - started
+        target = 90 if scenario.partition(":")[2] else 180
+        figures[f"pull {scenario} into a cold engine (s)"] = f"{pull:.0f}"
+        if up.returncode:
+            figures[f"up {scenario}, images present"] = (
+                f"FAILED after {took:.0f} s: {up.stderr.strip().splitlines()[-1:]}")
+        else:
+            figures[f"up {scenario}, images present (s)"] = f"{took:.0f}"
+            figures[f"from the registry on a fresh engine, {scenario} (s)"] = (
+                f"{pull + took:.0f}   (target <= {target})")
+        aitestbed("--name", name, "destroy", env=env)
+        print(*(f"  {k}: {v}" for k, v in figures.items()), sep="\n", flush=True)
 
 
 if __name__ == "__main__":
